@@ -1,0 +1,102 @@
+# Shared shell helpers for scripts/setup and scripts/rv64. Sourced, not executed.
+# shellcheck shell=bash
+
+RVV_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# Slow artefacts (root filesystem, QEMU builds) live outside the repo so that a fresh
+# clone, and CI, reuse them. Override with RVV_INDUCTOR_CACHE.
+RVV_CACHE=${RVV_INDUCTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvv-inductor}
+RVV_HOST_ARCH=$(uname -m)
+
+# The root filesystem is keyed by the hash of its package list and mirror, so editing
+# the list builds a new one and never patches an old one in place.
+rvv_rootfs_key() {
+  cat "$RVV_REPO/scripts/rootfs-packages.txt" "$RVV_REPO/scripts/lib/rootfs.conf" | sha256sum | cut -c1-16
+}
+rvv_rootfs_dir() { echo "$RVV_CACHE/rootfs-$(rvv_rootfs_key)"; }
+
+rvv_log() { printf '[rvv] %s\n' "$*" >&2; }
+rvv_die() {
+  printf '[rvv] error: %s\n' "$1" >&2
+  shift
+  for line in "$@"; do printf '[rvv]   %s\n' "$line" >&2; done
+  exit 1
+}
+
+# Each supported VLEN must be a power of two in [128, 1024]: the RVV spec allows more,
+# but that is the range this project tests, and QEMU rejects anything else anyway.
+rvv_check_vlen() {
+  case "$1" in
+    128|256|512|1024) ;;
+    *) rvv_die "VLEN must be one of 128, 256, 512, 1024 (got '$1')" ;;
+  esac
+}
+
+# QEMU CPU model string. $1 VLEN, $2 vector on/off (1/0), $3 BF16 extensions on/off.
+# BF16/half extensions exist only in QEMU >= 8, so they select the newer binary.
+rvv_qemu_cpu() {
+  local vlen=$1 v=$2 bf16=$3
+  if [ "$v" = 0 ]; then
+    echo "rv64,v=false"
+  elif [ "$bf16" = 1 ]; then
+    echo "rv64,v=true,vlen=$vlen,elen=64,vext_spec=v1.0,zvfh=true,zvfbfmin=true,zvfbfwma=true"
+  else
+    echo "rv64,v=true,vlen=$vlen,elen=64,vext_spec=v1.0"
+  fi
+}
+
+# The static QEMU used as the binfmt interpreter: 7.2 (bookworm) by default, 10.x
+# (trixie) when the BF16 extensions are wanted.
+rvv_qemu_static() {
+  if [ "$1" = 1 ]; then echo "$RVV_CACHE/qemu/10/riscv64-binfmt-P"; else echo "$RVV_CACHE/qemu/7.2/riscv64-binfmt-P"; fi
+}
+
+# A kernel >= 6.7 gives each user namespace its own binfmt_misc; without it we would
+# have to register handlers on the host, which this project never does.
+rvv_check_kernel() {
+  local major minor
+  IFS=. read -r major minor _ <<<"$(uname -r)"
+  if [ "$major" -lt 6 ] || { [ "$major" -eq 6 ] && [ "${minor%%[!0-9]*}" -lt 7 ]; }; then
+    rvv_die "Linux $(uname -r) has no per-user-namespace binfmt_misc (needs >= 6.7)." \
+      "scripts/rv64 runs riscv64 programs by registering QEMU in a private binfmt_misc" \
+      "instance, without touching the host. Use a newer kernel, or a riscv64 machine."
+  fi
+}
+
+# Runs "$@" as uid 0 of a new user+mount namespace with an identity uid/gid map and a
+# private binfmt_misc in which QEMU ($1, a static binary) is registered for riscv64 ELF.
+# The 'F' flag makes the kernel open the interpreter now, so it need not exist in a chroot.
+rvv_in_ns() {
+  local interp=$1; shift
+  rvv_check_kernel
+  [ -x "$interp" ] || rvv_die "QEMU binary $interp is missing: run scripts/setup"
+  [ "$(id -u)" = 0 ] || rvv_die "scripts/rv64 needs root on x86 (an identity uid map 0..65535 needs it)."
+  local magic='\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xf3\x00'
+  local mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+  local reg=":qemu-riscv64:M::$magic:$mask:$interp:POF"
+  # The child waits until the parent has written its id maps, then registers QEMU.
+  # shellcheck disable=SC2016
+  unshare --user --mount --propagation private -- bash -c '
+    until grep -q . /proc/self/uid_map; do sleep 0.02; done
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null ||
+      { echo "[rvv] error: cannot mount binfmt_misc in a user namespace (kernel >= 6.7 needed)" >&2; exit 97; }
+    printf "%s" "$0" >/proc/sys/fs/binfmt_misc/register ||
+      { echo "[rvv] error: cannot register QEMU in the private binfmt_misc" >&2; exit 97; }
+    exec "$@"' "$reg" "$@" &
+  local pid=$!
+  # Wait for the child to exist as a namespace member before writing its maps.
+  local i=0
+  while [ "$(readlink /proc/$pid/ns/user 2>/dev/null)" = "$(readlink /proc/self/ns/user)" ]; do
+    i=$((i + 1)); [ $i -gt 500 ] && break; sleep 0.01
+  done
+  if ! { echo '0 0 65536' >/proc/$pid/gid_map && echo '0 0 65536' >/proc/$pid/uid_map; } 2>/dev/null; then
+    kill "$pid" 2>/dev/null
+    rvv_die "cannot write uid/gid maps for the user namespace" \
+      "Unprivileged user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)."
+  fi
+  # Forward termination to the child so an interrupted run does not linger.
+  trap 'kill -TERM $pid 2>/dev/null' INT TERM
+  local rc=0
+  wait "$pid" || rc=$?
+  trap - INT TERM
+  return $rc
+}
