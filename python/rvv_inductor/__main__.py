@@ -1,0 +1,51 @@
+"""Command line: ``python3 -m rvv_inductor {info,verify,demo}``."""
+from __future__ import annotations
+
+import sys
+
+
+def _info(argv: list[str]) -> int:
+    import json
+
+    from . import cpu
+
+    d = cpu.detect()
+    try:
+        e = cpu.effective()
+        err = None
+    except cpu.CpuOverrideError as ex:
+        e, err = None, str(ex)
+    print(json.dumps({"detected": d.__dict__, "march": d.march,
+                      "effective": e.__dict__ if e else None, "override_error": err}, indent=2))
+    return 1 if err else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    usage = "usage: python3 -m rvv_inductor {info,verify,demo} [args]"
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage)
+        print("  info    what the CPU detector reports (and RVV_INDUCTOR_CPU's effect)")
+        print("  verify  inspect an Inductor cache directory: routing, kernels, vector instructions")
+        print("  demo    the LLM prefill/decode benchmark (see README)")
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "info":
+        return _info(rest)
+    if cmd == "verify":
+        from .verify import main as verify_main
+
+        return verify_main(rest)
+    if cmd == "demo":
+        try:
+            from .demo import main as demo_main
+        except ImportError:
+            print("rvv_inductor demo: not implemented yet (tracked in the main-job issue)", file=sys.stderr)
+            return 2
+        return demo_main(rest)
+    print(f"unknown command {cmd!r}\n{usage}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""An include-path overlay that lets Inductor's cpp_prefix.h enable at::vec for RVV.
+
+Generated kernels start with ``#include <torch/csrc/inductor/cpp_prefix.h>``, which turns
+on the vector helpers only for ``CPU_CAPABILITY_{AVX512,AVX2,ZVECTOR,NEON,VSX,SVE256,
+SVE128}``. We write a copy of the installed header with ``CPU_CAPABILITY_RVV`` added to
+that condition, and put its directory in front of torch's include paths while the
+package is enabled. The edit is applied only if the upstream text is exactly what we
+expect; otherwise the overlay is not used, VecRVV's probe fails, and Inductor stays
+scalar (correct, just not vectorised).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+from . import paths
+
+log = logging.getLogger("rvv_inductor")
+
+_REL = Path("torch/csrc/inductor/cpp_prefix.h")
+_GATE_OLD = "defined(CPU_CAPABILITY_VSX) || defined(CPU_CAPABILITY_SVE256) ||   \\\n    defined(CPU_CAPABILITY_SVE128)\n"
+_GATE_NEW = ("defined(CPU_CAPABILITY_VSX) || defined(CPU_CAPABILITY_SVE256) ||   \\\n"
+             "    defined(CPU_CAPABILITY_SVE128) || defined(CPU_CAPABILITY_RVV)\n")
+
+_overlay_dir: Path | None = None
+
+
+def _upstream_header() -> Path | None:
+    from torch.utils.cpp_extension import include_paths
+
+    for inc in include_paths():
+        p = Path(inc) / _REL
+        if p.is_file():
+            return p
+    return None
+
+
+def build() -> Path | None:
+    """Writes the overlay (once per upstream header content); returns its include dir."""
+    global _overlay_dir
+    src = _upstream_header()
+    if src is None:
+        log.warning("rvv_inductor: %s not found; RVV pointwise vectorisation disabled", _REL)
+        return None
+    text = src.read_text()
+    if text.count(_GATE_OLD) != 1:
+        log.warning("rvv_inductor: unexpected vector gate in %s (torch version?); "
+                    "RVV pointwise vectorisation disabled", src)
+        return None
+    patched = text.replace(_GATE_OLD, _GATE_NEW)
+    digest = hashlib.sha256(patched.encode()).hexdigest()[:16]
+    root = paths.state_dir() / f"prefix-overlay-{digest}"
+    target = root / _REL
+    if not target.is_file() or target.read_text() != patched:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(patched)
+        tmp.replace(target)
+    _overlay_dir = root
+    return root
+
+
+def ready() -> bool:
+    return _overlay_dir is not None and (_overlay_dir / _REL).is_file()
+
+
+def overlay_dir() -> Path | None:
+    return _overlay_dir
+
+
+def include_paths_wrapper(original):
+    """torch.utils.cpp_extension.include_paths, with the overlay first."""
+
+    def include_paths(*args, **kwargs):
+        dirs = list(original(*args, **kwargs))
+        if _overlay_dir is not None:
+            dirs.insert(0, str(_overlay_dir))
+        return dirs
+
+    include_paths.__wrapped__ = original
+    return include_paths

@@ -1,0 +1,198 @@
+"""``python3 -m rvv_inductor verify CACHE_DIR``: what did Inductor really build?
+
+For an Inductor cache directory (TORCHINDUCTOR_CACHE_DIR) it lists every generated C++
+kernel, which Linear shapes went to the RVV template and which to ATen
+(``extern_kernels.mm``/``addmm``), the built ``.so`` files, and the vector instructions in
+each ``.so`` counted by disassembling it (a string in the source proves nothing).
+
+Exit status: 0 when every shape that passed the gate runs an RVV kernel whose ``.so``
+contains vector FMAs; 1 otherwise (or when ``--expect-rvv`` shapes are missing); 2 on
+usage errors.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+RVV_MARKER = re.compile(r"// rvv_inductor (.+?) micro-GEMM \(kernel headers (\w+)\)")
+KERNEL_NAME = re.compile(r'extern "C"\s+(?:__attribute__\(\(.*?\)\)\s+)?void\s+(\w+)\s*\(')
+EXTERN_CALL = re.compile(r"extern_kernels\.(mm|addmm|bmm|baddbmm)\(")
+# Families worth showing; "vector_total" counts every V-extension mnemonic.
+FAMILIES = ("vsetvli", "vsetivli", "vle16", "vle32", "vse16", "vse32", "vzext", "vsll",
+            "vfmacc", "vfwmacc", "vfwmaccbf16", "vfwcvtbf16", "vfncvtbf16", "vfredusum",
+            "vfredosum", "vfmul", "vfadd")
+
+
+@dataclasses.dataclass
+class SoReport:
+    path: str
+    source: str | None
+    kernel_names: list[str]
+    rvv_micro_gemm: str | None
+    vector_total: int
+    counts: dict[str, int]
+    disassembler: str | None
+
+
+def find_disassembler() -> list[str] | None:
+    """A disassembler that understands RVV: the riscv64 host's objdump, else LLVM's."""
+    import platform
+
+    if platform.machine() == "riscv64" and shutil.which("objdump"):
+        return ["objdump", "-d", "--no-show-raw-insn"]
+    for name in ("llvm-objdump-19", "llvm-objdump"):
+        if shutil.which(name):
+            return [name, "-d", "--no-show-raw-insn", "--mattr=+v,+zvfh,+zvfbfmin,+zvfbfwma"]
+    return None
+
+
+_INSN = re.compile(r"^\s*[0-9a-f]+:\s+([a-z][a-z0-9.]*)", re.M)
+
+
+def count_vector_instructions(so: Path, dis: list[str]) -> tuple[int, dict[str, int]]:
+    out = subprocess.run([*dis, str(so)], capture_output=True, text=True, check=True).stdout
+    counts: collections.Counter = collections.Counter()
+    total = 0
+    for mnemonic in _INSN.findall(out):
+        if not mnemonic.startswith("v"):
+            continue
+        total += 1
+        base = mnemonic.split(".")[0]
+        for fam in FAMILIES:
+            if base == fam or (fam in ("vle16", "vle32", "vse16", "vse32") and base.startswith(fam)):
+                counts[fam] += 1
+    return total, dict(counts)
+
+
+def scan(cache_dir: Path) -> dict:
+    dis = find_disassembler()
+    sos = []
+    for so in sorted(cache_dir.rglob("*.so")):
+        if "precompiled_headers" in so.parts:
+            continue
+        cpp = so.with_suffix(".cpp")
+        src = cpp.read_text(errors="replace") if cpp.is_file() else ""
+        marker = RVV_MARKER.search(src)
+        total, counts = count_vector_instructions(so, dis) if dis else (-1, {})
+        sos.append(SoReport(str(so.relative_to(cache_dir)), str(cpp.relative_to(cache_dir)) if src else None,
+                            KERNEL_NAME.findall(src), marker.group(1) if marker else None, total, counts,
+                            dis[0] if dis else None))
+    kernels = []
+    for cpp in sorted(cache_dir.rglob("*.cpp")):
+        if "precompiled_headers" in cpp.parts:
+            continue
+        src = cpp.read_text(errors="replace")
+        names = KERNEL_NAME.findall(src)
+        if names:
+            marker = RVV_MARKER.search(src)
+            kernels.append({"source": str(cpp.relative_to(cache_dir)), "names": names,
+                            "rvv_micro_gemm": marker.group(1) if marker else None,
+                            "built": cpp.with_suffix(".so").is_file()})
+    extern_calls: collections.Counter = collections.Counter()
+    for py in sorted(cache_dir.rglob("*.py")):
+        for op in EXTERN_CALL.findall(py.read_text(errors="replace")):
+            extern_calls[op] += 1
+    routing = []
+    log = cache_dir / "rvv_inductor" / "routing.jsonl"
+    if log.is_file():
+        seen = set()
+        for line in log.read_text().splitlines():
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            key = (e["op"], e["M"], e["N"], e["K"], e["dtype"], e["route"], e["reason"])
+            if key not in seen:
+                seen.add(key)
+                routing.append({k: e[k] for k in ("op", "M", "N", "K", "dtype", "route", "reason")})
+    return {"cache_dir": str(cache_dir), "kernels": kernels, "shared_objects": [dataclasses.asdict(s) for s in sos],
+            "extern_calls": dict(extern_calls), "routing": routing, "disassembler": dis[0] if dis else None}
+
+
+def _expected_rvv(entry: dict) -> bool:
+    """A shape that passed the gate but still went to ATen is a failure of this package,
+    not a policy decision."""
+    if entry["route"] == "rvv":
+        return True
+    reason = entry["reason"]
+    return not (reason.startswith("gate:") or reason.startswith("not BF16") or
+                reason.startswith("dynamic") or reason.startswith("bias dtype") or
+                reason.startswith("alpha="))
+
+
+def evaluate(report: dict, expect: list[tuple[int, int, int]]) -> list[str]:
+    problems = []
+    rvv_sos = [s for s in report["shared_objects"] if s["rvv_micro_gemm"]]
+    for e in report["routing"]:
+        if _expected_rvv(e) and e["route"] != "rvv":
+            problems.append(f"{e['op']} M={e['M']} N={e['N']} K={e['K']} passed the gate but went to ATen: {e['reason']}")
+    for s in rvv_sos:
+        fma = s["counts"].get("vfmacc", 0) + s["counts"].get("vfwmacc", 0) + s["counts"].get("vfwmaccbf16", 0)
+        if s["vector_total"] >= 0 and fma == 0:
+            problems.append(f"{s['path']}: RVV template kernel without vector FMA instructions")
+    if any(e["route"] == "rvv" for e in report["routing"]) and not rvv_sos:
+        problems.append("routing chose the RVV template, but no built .so contains it")
+    if report["disassembler"] is None and rvv_sos:
+        problems.append("no RVV-capable disassembler (objdump on riscv64, llvm-objdump elsewhere)")
+    for m, n, k in expect:
+        if not any(e["route"] == "rvv" and (e["M"], e["N"], e["K"]) == (m, n, k) for e in report["routing"]):
+            problems.append(f"expected M={m} N={n} K={k} on RVV, not found")
+    return problems
+
+
+def _table(report: dict, problems: list[str]) -> str:
+    lines = [f"Inductor cache: {report['cache_dir']}", "", "Linear routing (from rvv_inductor's log):"]
+    if not report["routing"]:
+        lines.append("  (no routing decisions recorded: was rvv_inductor.enable() called?)")
+    for e in report["routing"]:
+        lines.append(f"  {e['op']:6s} M={e['M']!s:>5} N={e['N']!s:>7} K={e['K']!s:>6} {e['dtype']:15s} "
+                     f"-> {e['route'].upper():4s} ({e['reason']})")
+    ext = ", ".join(f"{k} x{v}" for k, v in sorted(report["extern_calls"].items())) or "none"
+    lines += ["", f"ATen extern calls in generated wrappers: {ext}", "", "Generated kernels:"]
+    for k in report["kernels"]:
+        tag = f"RVV {k['rvv_micro_gemm']}" if k["rvv_micro_gemm"] else "pointwise/other"
+        lines.append(f"  {', '.join(k['names'])[:60]:60s} {tag:22s} {'built' if k['built'] else 'not built'}  {k['source']}")
+    lines += ["", f"Shared objects (disassembled with {report['disassembler']}):"]
+    for s in report["shared_objects"]:
+        fam = " ".join(f"{k}={v}" for k, v in sorted(s["counts"].items()))
+        tag = f"RVV {s['rvv_micro_gemm']}" if s["rvv_micro_gemm"] else ""
+        lines.append(f"  {s['path']}: {s['vector_total']} vector insns {tag}")
+        if fam:
+            lines.append(f"      {fam}")
+    lines.append("")
+    lines += [f"FAIL: {p}" for p in problems] or ["OK: every gate-passing shape runs an RVV kernel with vector FMAs"]
+    return "\n".join(lines)
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    try:
+        m, n, k = (int(x) for x in re.split(r"[x,]", text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MxNxK, got {text!r}") from None
+    return m, n, k
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m rvv_inductor verify", description=__doc__.split("\n\n")[0])
+    ap.add_argument("cache_dir", type=Path, help="an Inductor cache directory (TORCHINDUCTOR_CACHE_DIR)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--expect-rvv", type=_shape, action="append", default=[], metavar="MxNxK",
+                    help="fail unless this shape went to the RVV template (repeatable)")
+    args = ap.parse_args(argv)
+    if not args.cache_dir.is_dir():
+        print(f"verify: {args.cache_dir} is not a directory", file=sys.stderr)
+        return 2
+    report = scan(args.cache_dir)
+    problems = evaluate(report, args.expect_rvv)
+    if args.json:
+        print(json.dumps({**report, "problems": problems, "ok": not problems}, indent=2))
+    else:
+        print(_table(report, problems))
+    return 1 if problems else 0

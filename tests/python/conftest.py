@@ -1,0 +1,26 @@
+"""Shared pytest setup for the emulated (or native riscv64) PyTorch tier.
+
+scripts/rv64 exports how QEMU was configured (RV64_VLEN, RV64_BF16, RV64_NO_V): that is
+the independent truth detection is checked against. On a native riscv64 host these are
+absent and the expectations come from the hardware itself.
+"""
+import os
+import platform
+
+import pytest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "matrix: also run at VLEN 128/512, with V off and with BF16 hardware")
+
+
+@pytest.fixture(scope="session")
+def emulated():
+    """The QEMU configuration, or None when running natively."""
+    if "RV64_VLEN" not in os.environ or platform.machine() != "riscv64":
+        return None
+    return {
+        "vlen": 0 if os.environ.get("RV64_NO_V") == "1" else int(os.environ["RV64_VLEN"]),
+        "v": os.environ.get("RV64_NO_V") != "1",
+        "bf16": os.environ.get("RV64_BF16") == "1",
+    }
