@@ -30,7 +30,7 @@ from . import paths
 from .vec_isa import VecRVV
 
 # Rows per register tile of the M >= 2 kernel (see csrc/README.md for the counts).
-GEMM_BLOCK_M = 4
+GEMM_BLOCK_M = 6
 
 
 def block_n_for(vlen_bits: int) -> int:
@@ -50,7 +50,7 @@ def headers_digest() -> str:
 
 
 class _RVVBF16MicroGemm(mg.CppMicroGemm):
-    KERNEL_HEADER = "rvv_inductor/inductor_micro_gemm.h"
+    KERNEL_HEADER = "rvv_inductor/rvv/micro_gemm_bf16.h"
     VARIANT = ""
 
     TEMPLATE_ENTRY = r"""
@@ -58,10 +58,7 @@ class _RVVBF16MicroGemm(mg.CppMicroGemm):
 // A bf16 (lda), B one [K][Nr] block of the packed weight (ldb), C fp32 (ldc).
 #include "{{header}}"
 {{declare_kernel}} {
-    rvv_inductor::micro_gemm_bf16f32_rvv(
-        reinterpret_cast<const uint16_t*>(A), lda,
-        reinterpret_cast<const uint16_t*>(B), ldb,
-        C, ldc, M, N, K, accum);
+    rvv_inductor::micro_gemm_bf16f32_rvv(A, B, C, M, N, K, lda, ldb, ldc, accum);
 }
 """
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Failure paths of scripts/setup and scripts/rv64: each bad situation must give one clear
+# message, a non-zero status and no half-built state. The commands the scripts call (uname,
+# df, apt-get, the namespace runner) are replaced by shell functions, so nothing here
+# touches the network, the kernel or the real cache.
+set -u
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+pass=0 fail=0
+check() {  # name, expected status (0 / nonzero), pattern the output must contain, command...
+  local name=$1 want=$2 pattern=$3; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if { [ "$want" = 0 ] && [ $rc -eq 0 ]; } || { [ "$want" = nonzero ] && [ $rc -ne 0 ]; }; then
+    if [ -z "$pattern" ] || printf "%s" "$out" | grep -q -- "$pattern"; then
+      pass=$((pass + 1)); echo "ok   $name"; return
+    fi
+  fi
+  fail=$((fail + 1)); echo "FAIL $name (status $rc)"; printf '%s\n' "$out" | sed 's/^/     | /'
+}
+
+sandbox=$(mktemp -d)
+trap 'rm -rf "$sandbox"' EXIT
+export RVV_INDUCTOR_CACHE=$sandbox/cache
+
+steps() {  # runs "$@" with the setup functions loaded in a subshell
+  bash -c 'set -euo pipefail; source "$0/scripts/lib/common.sh"; source "$0/scripts/lib/setup-steps.sh"; eval "$1"' "$repo" "$1"
+}
+
+check "rv64 rejects an unsupported VLEN" nonzero "VLEN must be one of" "$repo/scripts/rv64" --vlen 300 true
+check "rv64 rejects --bf16 with --no-v" nonzero "contradict" "$repo/scripts/rv64" --bf16 --no-v true
+check "rv64 without a command" nonzero "no command given" "$repo/scripts/rv64"
+check "setup rejects unknown options" nonzero "unknown option" "$repo/scripts/setup" --frobnicate
+check "old kernel: clear message" nonzero "needs >= 6.7" \
+  steps 'uname() { echo 6.1.0-13-amd64; }; rvv_check_kernel'
+check "kernel 6.7 is accepted" 0 "" steps 'uname() { echo 6.7.0; }; rvv_check_kernel'
+check "full disk: clear message" nonzero "not enough disk space" \
+  steps 'df() { printf "Filesystem 1024-blocks Used Available Capacity Mounted\n/dev/x 100 99 1024 99%% /\n"; }; check_space "$RVV_CACHE" 6'
+check "no network: clear message" nonzero "is the Debian archive reachable" \
+  steps 'dpkg-query() { return 1; }; apt-get() { return 100; }; apt_install some-package'
+check "interrupted root filesystem build leaves no half-built state" nonzero "building the root filesystem failed" \
+  steps 'df() { printf "h\n/dev/x 1 1 999999999 1%% /\n"; }; rvv_in_ns() { mkdir -p "$(rvv_rootfs_dir).partial/usr"; return 130; }; build_rootfs'
+check "... and the next run starts from scratch" 0 "rebuilt" \
+  steps 'df() { printf "h\n/dev/x 1 1 999999999 1%% /\n"; }; mkdir -p "$(rvv_rootfs_dir).partial/stale"
+         rvv_in_ns() { [ ! -e "$(rvv_rootfs_dir).partial/stale" ] || return 1; mkdir -p "$(rvv_rootfs_dir).partial/usr"; }
+         build_rootfs; [ -f "$(rvv_rootfs_dir)/.rvv-complete" ] && [ ! -e "$(rvv_rootfs_dir).partial" ] && echo rebuilt'
+check "a complete root filesystem is reused" 0 "reused" \
+  steps 'rvv_in_ns() { echo "must not rebuild"; return 1; }; build_rootfs && echo reused'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
