@@ -13,11 +13,11 @@ size_t rvv_test_vlenb_by_intrinsic();
 
 namespace {
 
-int expect_env(const char* name, int fallback) {
+[[maybe_unused]] int expect_env(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;
 }
-bool have_expectations() { return std::getenv("RVV_EXPECT_V") != nullptr; }
+[[maybe_unused]] bool have_expectations() { return std::getenv("RVV_EXPECT_V") != nullptr; }
 
 TEST(CpuFeatures, MatchesEmulatorConfiguration) {
   rvv_cpu_features f;

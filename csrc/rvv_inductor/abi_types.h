@@ -1,0 +1,51 @@
+/* Plain data shared by the C ABI (ctypes) and the C++ API: status codes, dtypes and the
+ * packed-weight layout descriptor. C-compatible, no code, so it is safe to include from
+ * translation units compiled for any ISA. */
+#ifndef RVV_INDUCTOR_ABI_TYPES_H
+#define RVV_INDUCTOR_ABI_TYPES_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes of every rvv_* function and of the C++ API (as rvv_inductor::Status). */
+enum {
+  RVV_OK = 0,
+  RVV_ERR_NULL_POINTER = -1,    /* a required pointer was NULL */
+  RVV_ERR_BAD_SHAPE = -2,       /* negative or inconsistent M, N, K, leading dimension */
+  RVV_ERR_LAYOUT_MISMATCH = -3, /* the packed-layout descriptor does not fit the call */
+  RVV_ERR_BAD_DTYPE = -4,       /* unknown or unsupported dtype code */
+  RVV_ERR_BAD_RANGE = -5,       /* block range outside [0, number of blocks] */
+  RVV_ERR_NO_MEMORY = -6,       /* scratch or packed buffer allocation failed */
+  RVV_ERR_BUFFER_TOO_SMALL = -7 /* a caller-provided buffer is smaller than needed */
+};
+
+/* Element types. */
+enum { RVV_DTYPE_NONE = 0, RVV_DTYPE_BF16 = 1, RVV_DTYPE_F32 = 2 };
+
+/* Which implementation a call ran (or would run). */
+enum { RVV_PATH_SCALAR = 0, RVV_PATH_RVV = 1, RVV_PATH_RVV_ZVFBF = 2 };
+
+#define RVV_PACKED_MAGIC 0x4B505652u /* "RVPK" as little-endian bytes */
+#define RVV_PACKED_VERSION 1u
+
+/* Describes a weight W[N, K] packed as [ceil(N/nb)][K][nb] (see packing.h). */
+typedef struct rvv_packed_layout {
+  uint32_t magic;     /* RVV_PACKED_MAGIC */
+  uint32_t version;   /* RVV_PACKED_VERSION */
+  int64_t n;          /* rows of the unpacked weight = output features */
+  int64_t k;          /* columns of the unpacked weight = input features */
+  int64_t nb;         /* block width in elements along N */
+  int64_t num_blocks; /* ceil(n / nb) */
+  int64_t elements;   /* num_blocks * k * nb: size of the packed data in elements */
+  int32_t dtype;      /* element type of the packed data: RVV_DTYPE_BF16 */
+  int32_t vlenb;      /* VLEN/8 that nb was chosen for (0: no vector unit); informational */
+  int32_t lmul;       /* e32 LMUL whose VLMAX nb equals at that vlenb; informational */
+  int32_t reserved;   /* 0 */
+} rvv_packed_layout;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

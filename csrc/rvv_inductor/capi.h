@@ -1,0 +1,62 @@
+/* C ABI of the kernel library for Python ctypes (librvv_inductor_core.so). Every function
+ * returns RVV_OK (0) or a negative RVV_ERR_* code and never aborts on bad input; the
+ * message of the calling thread's last failure is read with rvv_last_error. Calls use
+ * the CPU configuration from rvv_effective_cpu (RVV_INDUCTOR_CPU may narrow it; an
+ * invalid override falls back to scalar code). bf16 arrays are uint16_t bit patterns. */
+#ifndef RVV_INDUCTOR_CAPI_H
+#define RVV_INDUCTOR_CAPI_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rvv_inductor/abi_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Copies the calling thread's last error message (NUL-terminated, truncated to len).
+ * Returns the full message length; "" after a successful call. Thread-local, the only
+ * state the library keeps. */
+int rvv_last_error(char* buf, size_t len);
+/* Short static name of a status code. */
+const char* rvv_status_name(int status);
+
+/* RVV_PATH_* the linear functions run on this CPU. */
+int rvv_kernel_path(void);
+/* Preferred block width nb for this CPU (2 * vlenb; 64 without V). */
+int64_t rvv_preferred_nb(void);
+
+/* Elements (uint16_t) of W[n, k] packed with block width nb, in *elements. */
+int rvv_packed_size(int64_t n, int64_t k, int64_t nb, int64_t* elements);
+/* Packs W[n, k] (row stride ldw) into out (out_elements >= packed size) and fills
+ * *layout (may be NULL). */
+int rvv_pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k, int64_t nb, uint16_t* out,
+                  int64_t out_elements, rvv_packed_layout* layout);
+/* Inverse: writes W[n, k] with row stride ldw into w (w_elements >= (n-1)*ldw + k). */
+int rvv_unpack_bf16(const uint16_t* packed, const rvv_packed_layout* layout, uint16_t* w, int64_t ldw,
+                    int64_t w_elements);
+/* RVV_OK when layout describes a bf16 W[n, k] packed with block width nb (nb 0: any). */
+int rvv_validate_layout(const rvv_packed_layout* layout, int64_t n, int64_t k, int64_t nb);
+/* Block range [*begin, *end) of thread t of nthreads over num_blocks blocks. */
+int rvv_partition_blocks(int64_t num_blocks, int nthreads, int t, int64_t* begin, int64_t* end);
+
+/* Y[m, cols] = X[m, k] . W^T (+ bias) for the columns of blocks [block_begin, block_end)
+ * (block_end < 0: all), W packed as described by layout, which must say [n, k] and, when
+ * nb > 0, block width nb. bias_dtype / y_dtype: RVV_DTYPE_BF16 or RVV_DTYPE_F32 (bias
+ * may be NULL). */
+int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k,
+                           const uint16_t* w_packed, const rvv_packed_layout* layout, int64_t nb, const void* bias,
+                           int bias_dtype, void* y, int64_t ldy, int y_dtype, int64_t block_begin,
+                           int64_t block_end);
+/* The same with a row-major W[n, k] (row stride ldw), all n columns. */
+int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const uint16_t* w,
+                             int64_t ldw, const void* bias, int bias_dtype, void* y, int64_t ldy, int y_dtype);
+
+/* Elementwise conversions (f32 -> bf16 rounds to nearest even, NaN stays quiet NaN). */
+int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
+int rvv_bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

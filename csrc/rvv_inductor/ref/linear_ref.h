@@ -1,0 +1,93 @@
+// Portable scalar kernels with the same arguments as the RVV ones: the fallback on CPUs
+// without V (and on x86 hosts). Accumulates in fp32 in increasing k, starting from the
+// bias, with bf16 products exact in fp32, so it obeys the same error bound as the vector
+// kernels (whose summation order differs).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "rvv_inductor/bf16.h"
+#include "rvv_inductor/config.h"
+#include "rvv_inductor/scratch.h"
+#include "rvv_inductor/types.h"
+
+RVV_INDUCTOR_BEGIN_NAMESPACE
+namespace ref {
+
+inline float load_bias(const void* bias, DType dt, int64_t n) {
+  if (!bias) return 0.0f;
+  return dt == DType::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(bias)[n]) : static_cast<const float*>(bias)[n];
+}
+
+inline void store_out(void* y, DType dt, int64_t off, float v) {
+  if (dt == DType::kBF16)
+    static_cast<uint16_t*>(y)[off] = f32_to_bf16(v);
+  else
+    static_cast<float*>(y)[off] = v;
+}
+
+// Any M; walks each block row by row so that, as in the vector kernels, the weight is
+// read sequentially. Columns are accumulated in a small local array per block chunk.
+inline Status linear_bf16_packed_ref(const PackedLinearArgs& a) {
+  constexpr int64_t kChunk = 64;
+  F32Scratch<1024> scratch;
+  float* xf = scratch.get(a.scratch, a.K);
+  if (!xf) return Status::kNoMemory;
+  const size_t ysize = a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float);
+  for (int64_t m = 0; m < a.M; ++m) {
+    for (int64_t k = 0; k < a.K; ++k) xf[k] = bf16_to_f32(a.x[m * a.ldx + k]);
+    void* y = static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize;
+    for (int64_t b = a.block_begin; b < a.block_end; ++b) {
+      const int64_t n0 = b * a.nb;
+      const int64_t cols = a.N - n0 < a.nb ? a.N - n0 : a.nb;
+      const uint16_t* wb = a.w + b * a.K * a.nb;
+      for (int64_t j0 = 0; j0 < cols; j0 += kChunk) {
+        const int64_t cn = cols - j0 < kChunk ? cols - j0 : kChunk;
+        float acc[kChunk];
+        for (int64_t j = 0; j < cn; ++j) acc[j] = load_bias(a.bias, a.bias_dtype, n0 + j0 + j);
+        for (int64_t k = 0; k < a.K; ++k) {
+          const uint16_t* row = wb + k * a.nb + j0;
+          for (int64_t j = 0; j < cn; ++j) acc[j] += xf[k] * bf16_to_f32(row[j]);
+        }
+        for (int64_t j = 0; j < cn; ++j) store_out(y, a.y_dtype, n0 + j0 + j, acc[j]);
+      }
+    }
+  }
+  return Status::kOk;
+}
+
+inline Status linear_bf16_rowmajor_ref(const RowMajorLinearArgs& a) {
+  F32Scratch<1024> scratch;
+  float* xf = scratch.get(a.scratch, a.K);
+  if (!xf) return Status::kNoMemory;
+  for (int64_t m = 0; m < a.M; ++m) {
+    for (int64_t k = 0; k < a.K; ++k) xf[k] = bf16_to_f32(a.x[m * a.ldx + k]);
+    for (int64_t n = a.n_begin; n < a.n_end; ++n) {
+      const uint16_t* row = a.w + n * a.ldw;
+      float acc = load_bias(a.bias, a.bias_dtype, n);
+      for (int64_t k = 0; k < a.K; ++k) acc += xf[k] * bf16_to_f32(row[k]);
+      store_out(a.y, a.y_dtype, m * a.ldy + n, acc);
+    }
+  }
+  return Status::kOk;
+}
+
+// Scalar counterpart of micro_gemm_bf16f32_rvv (rvv/micro_gemm_bf16.h), same contract.
+inline void micro_gemm_bf16f32_ref(const uint16_t* A, const uint16_t* B, float* C, int64_t M, int64_t N, int64_t K,
+                                   int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = accumulate ? C[m * ldc + n] : 0.0f;
+      for (int64_t k = 0; k < K; ++k) acc += bf16_to_f32(A[m * lda + k]) * bf16_to_f32(B[k * ldb + n]);
+      C[m * ldc + n] = acc;
+    }
+}
+
+template <class TA, class TB>
+inline void micro_gemm_bf16f32_ref(const TA* A, const TB* B, float* C, int64_t M, int64_t N, int64_t K, int64_t lda,
+                                   int64_t ldb, int64_t ldc, bool accumulate) {
+  micro_gemm_bf16f32_ref(as_bf16_bits(A), as_bf16_bits(B), C, M, N, K, lda, ldb, ldc, accumulate);
+}
+
+}  // namespace ref
+RVV_INDUCTOR_END_NAMESPACE

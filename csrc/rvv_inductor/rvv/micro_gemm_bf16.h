@@ -1,0 +1,88 @@
+// TorchInductor CppGemmTemplate micro-kernel for RVV:
+//   C[M, N] (+)= A[M, K] * B[K, N]
+// A bf16 [M, K] with row stride lda; B one packed weight block, bf16 [K, N] with row
+// stride ldb (usually ldb == nb and N <= nb); C fp32 with row stride ldc; accumulate:
+// true adds to C, false overwrites it. Header-only: generated code compiled with
+// -march=rv64gcv (optionally _zvfbfmin) includes this and calls it directly.
+//
+// Same 6 x m4 register tile as the packed GEMM (gemm_tile_bf16.h). A is converted to
+// fp32 in chunks of kKC columns into a 6 * kKC float stack buffer (6 KiB), each chunk
+// reused for every column chunk of N; partial sums go through C between chunks, which
+// costs 2 * rows vector memory ops per kKC * rows * VLMAX multiply-adds.
+#pragma once
+#include "rvv_inductor/config.h"
+
+#if RVV_INDUCTOR_HAS_RVV
+#include <riscv_vector.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rvv_inductor/bf16.h"
+#include "rvv_inductor/rvv/bf16_widen.h"
+#include "rvv_inductor/rvv/gemm_tile_bf16.h"
+
+RVV_INDUCTOR_BEGIN_NAMESPACE
+namespace rvv {
+
+#if RVV_INDUCTOR_HAS_ZVFBFMIN
+using MicroGemmBf16Ops = Bf16Zvfbfmin;
+#else
+using MicroGemmBf16Ops = Bf16Soft;
+#endif
+
+constexpr int64_t kMicroGemmKC = 256;
+
+template <class Ops>
+inline void micro_gemm_bf16f32_6xm4(const uint16_t* A, const uint16_t* B, float* C, int64_t M, int64_t N, int64_t K,
+                                    int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < N;) {
+          const size_t vl = __riscv_vsetvl_e32m8(size_t(N - j));
+          __riscv_vse32_v_f32m8(C + m * ldc + j, __riscv_vfmv_v_f_f32m8(0.0f, vl), vl);
+          j += int64_t(vl);
+        }
+    return;
+  }
+  float ap[kGemmMR * kMicroGemmKC];
+  for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
+    const int rows = int(M - m0 < kGemmMR ? M - m0 : kGemmMR);
+    for (int64_t k0 = 0; k0 < K; k0 += kMicroGemmKC) {
+      const int64_t kc = K - k0 < kMicroGemmKC ? K - k0 : kMicroGemmKC;
+      pack_a_panel_f32<Ops>(A + m0 * lda, lda, rows, k0, kc, ap);
+      const bool load_c = accumulate || k0 > 0;
+      for (int64_t j = 0; j < N;) {
+        const size_t vl = __riscv_vsetvl_e32m4(size_t(N - j));
+        float* c = C + m0 * ldc + j;
+        auto init = [&](int r) {
+          return load_c ? __riscv_vle32_v_f32m4(c + r * ldc, vl) : __riscv_vfmv_v_f_f32m4(0.0f, vl);
+        };
+        auto store = [&](int r, vfloat32m4_t acc) { __riscv_vse32_v_f32m4(c + r * ldc, acc, vl); };
+        gemm_bf16_tile_m4_rows<Ops>(rows, ap, B + k0 * ldb + j, ldb, kc, vl, init, store);
+        j += int64_t(vl);
+      }
+    }
+  }
+}
+
+}  // namespace rvv
+
+// The entry generated code calls. Uses the hardware conversion when the including TU is
+// compiled with Zvfbfmin, the integer widen otherwise.
+inline void micro_gemm_bf16f32_rvv(const uint16_t* A, const uint16_t* B, float* C, int64_t M, int64_t N, int64_t K,
+                                   int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  rvv::micro_gemm_bf16f32_6xm4<rvv::MicroGemmBf16Ops>(A, B, C, M, N, K, lda, ldb, ldc, accumulate);
+}
+
+// Accepts at::BFloat16 / c10::BFloat16 pointers as Inductor's generated code has them.
+template <class TA, class TB>
+inline void micro_gemm_bf16f32_rvv(const TA* A, const TB* B, float* C, int64_t M, int64_t N, int64_t K, int64_t lda,
+                                   int64_t ldb, int64_t ldc, bool accumulate) {
+  micro_gemm_bf16f32_rvv(as_bf16_bits(A), as_bf16_bits(B), C, M, N, K, lda, ldb, ldc, accumulate);
+}
+
+RVV_INDUCTOR_END_NAMESPACE
+#endif  // RVV_INDUCTOR_HAS_RVV

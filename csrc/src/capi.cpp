@@ -1,0 +1,166 @@
+// C ABI (capi.h) over the C++ API. Base-ISA code. Each call validates its arguments,
+// returns a status and leaves a message for rvv_last_error in thread-local storage.
+#include "rvv_inductor/capi.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "rvv_inductor/cpu_features.h"
+#include "rvv_inductor/error.h"
+#include "rvv_inductor/linear.h"
+#include "rvv_inductor/packing.h"
+
+namespace {
+
+using namespace rvv_inductor;
+
+constexpr size_t kErrLen = 512;
+thread_local char t_last_error[kErrLen];
+
+// Records the outcome of a call: clears the message on success.
+int finish(Status s) {
+  if (s == Status::kOk) t_last_error[0] = '\0';
+  return int(s);
+}
+int error(Status s, const char* msg) {
+  std::snprintf(t_last_error, kErrLen, "%s", msg);
+  return int(s);
+}
+
+rvv_cpu_features effective_cpu() {
+  rvv_cpu_features cpu;
+  // An invalid RVV_INDUCTOR_CPU leaves the scalar configuration in cpu: safe to use.
+  rvv_effective_cpu(&cpu, nullptr, 0);
+  return cpu;
+}
+
+}  // namespace
+
+extern "C" {
+
+int rvv_last_error(char* buf, size_t len) {
+  const size_t n = std::strlen(t_last_error);
+  if (buf && len) std::snprintf(buf, len, "%s", t_last_error);
+  return int(n);
+}
+
+const char* rvv_status_name(int status) { return status_name(Status(status)); }
+
+int rvv_kernel_path(void) { return int(select_kernel_path(effective_cpu())); }
+
+int64_t rvv_preferred_nb(void) { return preferred_nb(effective_cpu()); }
+
+int rvv_packed_size(int64_t n, int64_t k, int64_t nb, int64_t* elements) {
+  if (!elements) return error(Status::kNullPointer, "rvv_packed_size: elements is NULL");
+  const int64_t e = packed_size(n, k, nb);
+  if (e < 0) {
+    *elements = 0;
+    std::snprintf(t_last_error, kErrLen, "rvv_packed_size: invalid n=%lld k=%lld nb=%lld", (long long)n, (long long)k,
+                  (long long)nb);
+    return int(Status::kBadShape);
+  }
+  *elements = e;
+  return finish(Status::kOk);
+}
+
+int rvv_pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k, int64_t nb, uint16_t* out,
+                  int64_t out_elements, rvv_packed_layout* layout) {
+  const int64_t need = packed_size(n, k, nb);
+  if (need >= 0 && out_elements < need) {
+    std::snprintf(t_last_error, kErrLen, "rvv_pack_bf16: out has %lld elements, %lld needed", (long long)out_elements,
+                  (long long)need);
+    return int(Status::kBufferTooSmall);
+  }
+  const Status s = pack_bf16(w, ldw, n, k, nb, out, t_last_error, kErrLen);
+  if (s == Status::kOk && layout) *layout = make_packed_layout(n, k, nb, effective_cpu().vlenb);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_unpack_bf16(const uint16_t* packed, const rvv_packed_layout* layout, uint16_t* w, int64_t ldw,
+                    int64_t w_elements) {
+  if (!layout) return error(Status::kNullPointer, "rvv_unpack_bf16: layout is NULL");
+  if (layout->n > 0 && layout->k > 0 && ldw >= layout->k && w_elements < (layout->n - 1) * ldw + layout->k) {
+    std::snprintf(t_last_error, kErrLen, "rvv_unpack_bf16: w has %lld elements, %lld needed", (long long)w_elements,
+                  (long long)((layout->n - 1) * ldw + layout->k));
+    return int(Status::kBufferTooSmall);
+  }
+  const Status s = unpack_bf16(packed, *layout, w, ldw, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_validate_layout(const rvv_packed_layout* layout, int64_t n, int64_t k, int64_t nb) {
+  if (!layout) return error(Status::kNullPointer, "rvv_validate_layout: layout is NULL");
+  const Status s = validate_packed_layout(*layout, n, k, nb, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_partition_blocks(int64_t num_blocks, int nthreads, int t, int64_t* begin, int64_t* end) {
+  if (!begin || !end) return error(Status::kNullPointer, "rvv_partition_blocks: NULL output");
+  if (num_blocks < 0 || nthreads <= 0 || t < 0 || t >= nthreads) {
+    std::snprintf(t_last_error, kErrLen, "rvv_partition_blocks: need num_blocks >= 0 and 0 <= t < nthreads, got %lld, %d, %d",
+                  (long long)num_blocks, t, nthreads);
+    return int(Status::kBadRange);
+  }
+  const BlockRange r = partition_blocks(num_blocks, nthreads, t);
+  *begin = r.begin;
+  *end = r.end;
+  return finish(Status::kOk);
+}
+
+int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k,
+                           const uint16_t* w_packed, const rvv_packed_layout* layout, int64_t nb, const void* bias,
+                           int bias_dtype, void* y, int64_t ldy, int y_dtype, int64_t block_begin,
+                           int64_t block_end) {
+  LinearProblem p{};
+  p.M = m;
+  p.N = n;
+  p.K = k;
+  p.x = x;
+  p.ldx = ldx;
+  p.weight_format = WeightFormat::kPacked;
+  p.w = w_packed;
+  p.layout = layout;
+  p.nb = nb;
+  p.bias = bias;
+  p.bias_dtype = DType(bias_dtype);
+  p.y = y;
+  p.ldy = ldy;
+  p.y_dtype = DType(y_dtype);
+  p.block_begin = block_begin;
+  p.block_end = block_end;
+  const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const uint16_t* w,
+                             int64_t ldw, const void* bias, int bias_dtype, void* y, int64_t ldy, int y_dtype) {
+  LinearProblem p{};
+  p.M = m;
+  p.N = n;
+  p.K = k;
+  p.x = x;
+  p.ldx = ldx;
+  p.weight_format = WeightFormat::kRowMajor;
+  p.w = w;
+  p.ldw = ldw;
+  p.bias = bias;
+  p.bias_dtype = DType(bias_dtype);
+  p.y = y;
+  p.ldy = ldy;
+  p.y_dtype = DType(y_dtype);
+  p.block_end = -1;
+  const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  const Status s = convert_f32_to_bf16(src, dst, n, effective_cpu());
+  return s == Status::kOk ? finish(s) : error(s, "rvv_f32_to_bf16: n < 0 or NULL pointer");
+}
+
+int rvv_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  const Status s = convert_bf16_to_f32(src, dst, n, effective_cpu());
+  return s == Status::kOk ? finish(s) : error(s, "rvv_bf16_to_f32: n < 0 or NULL pointer");
+}
+
+}  // extern "C"

@@ -1,0 +1,145 @@
+// The C ABI as ctypes sees it, linked against the shared library: pack, run and unpack
+// through it, and bad input giving an error code and a message instead of a crash.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rvv_inductor/capi.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace testutil;
+
+std::string last_error() {
+  char buf[512];
+  rvv_last_error(buf, sizeof buf);
+  return buf;
+}
+
+TEST(CApi, PackRunUnpack) {
+  const int64_t N = 150, K = 77, M = 3, nb = rvv_preferred_nb();
+  ASSERT_GT(nb, 0);
+  std::mt19937 rng(4);
+  const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K)), w = random_bf16_vector(rng, size_t(N * K));
+  const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(N));
+  int64_t elements = 0;
+  ASSERT_EQ(rvv_packed_size(N, K, nb, &elements), RVV_OK);
+  std::vector<uint16_t> packed(static_cast<size_t>(elements));
+  rvv_packed_layout layout;
+  ASSERT_EQ(rvv_pack_bf16(w.data(), K, N, K, nb, packed.data(), elements, &layout), RVV_OK) << last_error();
+  EXPECT_EQ(rvv_validate_layout(&layout, N, K, nb), RVV_OK);
+
+  const RefMatrix ref = reference_linear(x.data(), K, w.data(), K, M, N, K, bias.data(), DType::kBF16);
+  for (int m : {1, 3}) {
+    std::vector<float> y(static_cast<size_t>(m * N));
+    ASSERT_EQ(rvv_linear_bf16_packed(x.data(), K, m, N, K, packed.data(), &layout, nb, bias.data(), RVV_DTYPE_BF16,
+                                     y.data(), N, RVV_DTYPE_F32, 0, -1),
+              RVV_OK)
+        << last_error();
+    EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, m, N, 0, N));
+    std::vector<uint16_t> y16(static_cast<size_t>(m * N));
+    ASSERT_EQ(rvv_linear_bf16_rowmajor(x.data(), K, m, N, K, w.data(), K, bias.data(), RVV_DTYPE_BF16, y16.data(), N,
+                                       RVV_DTYPE_BF16),
+              RVV_OK)
+        << last_error();
+    EXPECT_TRUE(check_output(ref, y16.data(), DType::kBF16, N, m, N, 0, N));
+  }
+  std::vector<uint16_t> back(static_cast<size_t>(N * K));
+  ASSERT_EQ(rvv_unpack_bf16(packed.data(), &layout, back.data(), K, int64_t(back.size())), RVV_OK);
+  EXPECT_EQ(back, w);
+
+  std::vector<float> f(4);
+  std::vector<uint16_t> h = {0x3F80, 0xC000, 0x7F80, 0x0001}, h2(4);
+  ASSERT_EQ(rvv_bf16_to_f32(h.data(), f.data(), 4), RVV_OK);
+  EXPECT_EQ(f[1], -2.0f);
+  ASSERT_EQ(rvv_f32_to_bf16(f.data(), h2.data(), 4), RVV_OK);
+  EXPECT_EQ(h2, h);
+}
+
+TEST(CApi, BadInputReturnsErrorsWithMessages) {
+  uint16_t buf[64] = {};
+  float out[64] = {};
+  int64_t e = 0;
+  rvv_packed_layout layout;
+  ASSERT_EQ(rvv_pack_bf16(buf, 8, 8, 8, 4, buf, 64, &layout), RVV_OK);
+
+  struct Case {
+    const char* what;
+    std::function<int()> call;
+    int want;
+    const char* in_message;
+  };
+  const Case cases[] = {
+      {"packed_size negative", [&] { return rvv_packed_size(-1, 8, 4, &e); }, RVV_ERR_BAD_SHAPE, "invalid"},
+      {"packed_size null out", [&] { return rvv_packed_size(1, 8, 4, nullptr); }, RVV_ERR_NULL_POINTER, "NULL"},
+      {"pack nb 0", [&] { return rvv_pack_bf16(buf, 8, 8, 8, 0, buf, 64, nullptr); }, RVV_ERR_BAD_SHAPE, "nb=0"},
+      {"pack null w", [&] { return rvv_pack_bf16(nullptr, 8, 8, 8, 4, buf, 64, nullptr); }, RVV_ERR_NULL_POINTER,
+       "null"},
+      {"pack small out", [&] { return rvv_pack_bf16(buf, 8, 8, 8, 4, buf, 63, nullptr); }, RVV_ERR_BUFFER_TOO_SMALL,
+       "64 needed"},
+      {"unpack null layout", [&] { return rvv_unpack_bf16(buf, nullptr, buf, 8, 64); }, RVV_ERR_NULL_POINTER,
+       "layout"},
+      {"unpack small w", [&] { return rvv_unpack_bf16(buf, &layout, buf, 8, 10); }, RVV_ERR_BUFFER_TOO_SMALL,
+       "64 needed"},
+      {"validate wrong nb", [&] { return rvv_validate_layout(&layout, 8, 8, 8); }, RVV_ERR_LAYOUT_MISMATCH, "nb=4"},
+      {"linear nb mismatch",
+       [&] { return rvv_linear_bf16_packed(buf, 8, 1, 8, 8, buf, &layout, 8, nullptr, 0, out, 8, RVV_DTYPE_F32, 0, -1); },
+       RVV_ERR_LAYOUT_MISMATCH, "nb=4"},
+      {"linear K mismatch",
+       [&] { return rvv_linear_bf16_packed(buf, 8, 1, 8, 7, buf, &layout, 0, nullptr, 0, out, 8, RVV_DTYPE_F32, 0, -1); },
+       RVV_ERR_LAYOUT_MISMATCH, "K=7"},
+      {"linear negative M",
+       [&] { return rvv_linear_bf16_packed(buf, 8, -2, 8, 8, buf, &layout, 0, nullptr, 0, out, 8, RVV_DTYPE_F32, 0, -1); },
+       RVV_ERR_BAD_SHAPE, "M=-2"},
+      {"linear null layout",
+       [&] { return rvv_linear_bf16_packed(buf, 8, 1, 8, 8, buf, nullptr, 0, nullptr, 0, out, 8, RVV_DTYPE_F32, 0, -1); },
+       RVV_ERR_NULL_POINTER, "layout"},
+      {"linear null y",
+       [&] {
+         return rvv_linear_bf16_packed(buf, 8, 1, 8, 8, buf, &layout, 0, nullptr, 0, nullptr, 8, RVV_DTYPE_F32, 0, -1);
+       },
+       RVV_ERR_NULL_POINTER, "y is null"},
+      {"linear bad dtype",
+       [&] { return rvv_linear_bf16_packed(buf, 8, 1, 8, 8, buf, &layout, 0, nullptr, 0, out, 8, 42, 0, -1); },
+       RVV_ERR_BAD_DTYPE, "dtype"},
+      {"linear bad range",
+       [&] { return rvv_linear_bf16_packed(buf, 8, 1, 8, 8, buf, &layout, 0, nullptr, 0, out, 8, RVV_DTYPE_F32, 1, 5); },
+       RVV_ERR_BAD_RANGE, "[1, 5)"},
+      {"rowmajor null w",
+       [&] { return rvv_linear_bf16_rowmajor(buf, 8, 1, 8, 8, nullptr, 8, nullptr, 0, out, 8, RVV_DTYPE_F32); },
+       RVV_ERR_NULL_POINTER, "weight"},
+      {"rowmajor negative K",
+       [&] { return rvv_linear_bf16_rowmajor(buf, 8, 1, 8, -1, buf, 8, nullptr, 0, out, 8, RVV_DTYPE_F32); },
+       RVV_ERR_BAD_SHAPE, "K=-1"},
+      {"convert negative n", [&] { return rvv_f32_to_bf16(out, buf, -1); }, RVV_ERR_BAD_SHAPE, "n < 0"},
+      {"partition bad thread", [&] { return rvv_partition_blocks(10, 2, 2, &e, &e); }, RVV_ERR_BAD_RANGE,
+       "t < nthreads"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.call(), c.want) << c.what;
+    EXPECT_NE(last_error().find(c.in_message), std::string::npos) << c.what << ": '" << last_error() << "'";
+  }
+
+  EXPECT_STREQ(rvv_status_name(RVV_ERR_LAYOUT_MISMATCH), "packed layout mismatch");
+  ASSERT_EQ(rvv_packed_size(1, 1, 1, &e), RVV_OK);
+  EXPECT_EQ(last_error(), "") << "success clears the message";
+}
+
+TEST(CApi, ErrorMessagesArePerThread) {
+  int64_t e;
+  ASSERT_EQ(rvv_packed_size(-1, 1, 1, &e), RVV_ERR_BAD_SHAPE);
+  std::string other = "unset";
+  std::thread([&] { other = last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(last_error(), "");
+  char tiny[4];
+  EXPECT_GT(rvv_last_error(tiny, sizeof tiny), 3) << "returns the full length";
+  EXPECT_EQ(std::string(tiny).size(), 3u) << "truncated and terminated";
+}
+
+}  // namespace
