@@ -124,4 +124,25 @@ def _autoenable() -> None:
         enable()
 
 
-_autoenable()
+def _torch_autoload() -> None:
+    """Entry point (group ``torch.backends``) that torch calls at the end of ``import
+    torch`` when the package is installed: with RVV_INDUCTOR_ENABLE=1, plain
+    ``torch.compile`` users get RVV kernels without touching their code. A failure here
+    must never break ``import torch``, so it is logged instead."""
+    try:
+        _autoenable()
+    except Exception as e:  # noqa: BLE001
+        log.warning("rvv_inductor: RVV_INDUCTOR_ENABLE=1 but enable() failed: %s", e)
+
+
+def _torch_is_initialising() -> bool:
+    import sys
+
+    spec = getattr(sys.modules.get("torch"), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+# `import rvv_inductor` with RVV_INDUCTOR_ENABLE=1 enables too (errors surface here). When
+# torch itself is importing us through the entry point, _torch_autoload does it instead.
+if not _torch_is_initialising():
+    _autoenable()

@@ -68,12 +68,46 @@ inline void micro_gemm_bf16f32_6xm4(const uint16_t* A, const uint16_t* B, float*
   }
 }
 
+// M == 1 (decode): a single row cannot amortise the widen over several accumulators, so
+// the 6 x m4 tile would spend 5 instructions per 32 multiply-adds at VLEN 256. One e32/m8
+// accumulator per column chunk halves that (the gemv_bf16_packed_1xm8 loop, K unrolled
+// by 4): ~6 instructions per 64 multiply-adds, the weight streamed once.
+template <class Ops>
+inline void micro_gemv_bf16f32_1xm8(const uint16_t* A, const uint16_t* B, float* C, int64_t N, int64_t K,
+                                    int64_t ldb, bool accumulate) {
+  float af[kMicroGemmKC];
+  for (int64_t k0 = 0; k0 < K; k0 += kMicroGemmKC) {
+    const int64_t kc = K - k0 < kMicroGemmKC ? K - k0 : kMicroGemmKC;
+    widen_bf16_row<Ops>(A + k0, af, kc);
+    const bool load_c = accumulate || k0 > 0;
+    for (int64_t j = 0; j < N;) {
+      const size_t vl = __riscv_vsetvl_e32m8(size_t(N - j));
+      vfloat32m8_t acc = load_c ? __riscv_vle32_v_f32m8(C + j, vl) : __riscv_vfmv_v_f_f32m8(0.0f, vl);
+      const uint16_t* w = B + k0 * ldb + j;
+      int64_t k = 0;
+      for (; k + 4 <= kc; k += 4, w += 4 * ldb) {
+        acc = __riscv_vfmacc_vf_f32m8(acc, af[k], Ops::load_m8(w, vl), vl);
+        acc = __riscv_vfmacc_vf_f32m8(acc, af[k + 1], Ops::load_m8(w + ldb, vl), vl);
+        acc = __riscv_vfmacc_vf_f32m8(acc, af[k + 2], Ops::load_m8(w + 2 * ldb, vl), vl);
+        acc = __riscv_vfmacc_vf_f32m8(acc, af[k + 3], Ops::load_m8(w + 3 * ldb, vl), vl);
+      }
+      for (; k < kc; ++k, w += ldb) acc = __riscv_vfmacc_vf_f32m8(acc, af[k], Ops::load_m8(w, vl), vl);
+      __riscv_vse32_v_f32m8(C + j, acc, vl);
+      j += int64_t(vl);
+    }
+  }
+}
+
 }  // namespace rvv
 
 // The entry generated code calls. Uses the hardware conversion when the including TU is
 // compiled with Zvfbfmin, the integer widen otherwise.
 inline void micro_gemm_bf16f32_rvv(const uint16_t* A, const uint16_t* B, float* C, int64_t M, int64_t N, int64_t K,
                                    int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  if (M == 1 && K > 0 && N > 0) {
+    rvv::micro_gemv_bf16f32_1xm8<rvv::MicroGemmBf16Ops>(A, B, C, N, K, ldb, accumulate);
+    return;
+  }
   rvv::micro_gemm_bf16f32_6xm4<rvv::MicroGemmBf16Ops>(A, B, C, M, N, K, lda, ldb, ldc, accumulate);
 }
 

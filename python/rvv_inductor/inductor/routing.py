@@ -115,7 +115,7 @@ def _record(op: str, m, n, k, dtype, route: str, reason: str) -> None:
 def _as_int(x):
     try:
         return int(x)
-    except TypeError:
+    except (TypeError, ValueError):  # symbolic sizes are reported as their expression
         return str(x)
 
 
@@ -131,14 +131,18 @@ def _try_template(op: str, mat1, mat2, bias=None, layout=None, alpha=1, beta=1):
     if mat1.get_device() is None or mat1.get_device().type != "cpu":
         return None
     dtype = (mat1.get_dtype(), mat2.get_dtype())
+    # Sizes as Inductor knows them before realizing anything, for the log.
+    m0, k0 = mat1.get_size()[-2:]
+    n0 = mat2.get_size()[-1]
     if dtype != (torch.bfloat16, torch.bfloat16):
-        _record(op, "?", "?", "?", dtype, "aten", "not BF16 x BF16")
+        _record(op, m0, n0, k0, "x".join(str(d).removeprefix("torch.") for d in dtype), "aten",
+                "not BF16 x BF16")
         return None
     if bias is not None and bias.get_dtype() != torch.bfloat16:
-        _record(op, "?", "?", "?", dtype, "aten", f"bias dtype {bias.get_dtype()}")
+        _record(op, m0, n0, k0, torch.bfloat16, "aten", f"bias dtype {bias.get_dtype()}")
         return None
     if alpha != 1 or beta != 1:
-        _record(op, "?", "?", "?", dtype, "aten", f"alpha={alpha}, beta={beta}")
+        _record(op, m0, n0, k0, torch.bfloat16, "aten", f"alpha={alpha}, beta={beta}")
         return None
     others = (bias,) if bias is not None else ()
     m, n, k, layout, mat1, mat2, *rest = mm_args(mat1, mat2, *others, layout=layout)
@@ -150,12 +154,17 @@ def _try_template(op: str, mat1, mat2, bias=None, layout=None, alpha=1, beta=1):
     if reason:
         _record(op, m, n, k, torch.bfloat16, "aten", f"gate: {reason}")
         return None
+    if not _unit_stride_k(mat1):
+        # Upstream's template needs X[m, k] contiguous along K; a transposed activation
+        # would need a copy, which ATen's mm does as well as we could.
+        _record(op, m, n, k, torch.bfloat16, "aten", "layout: activation not unit-stride along K")
+        return None
     with _template_conditions():
         if not use_cpp_gemm_template(layout, mat1, mat2):
             w = mat2.unwrap_view() if isinstance(mat2, ir.BaseView) else mat2
             why = ("weight is not a frozen constant (use torch._inductor.config.freezing=True "
                    "under torch.no_grad())" if isinstance(w, ir.StorageBox) and not w.is_module_buffer()
-                   else "activation not unit-stride or template not applicable")
+                   else "the GEMM template declined it")
             _record(op, m, n, k, torch.bfloat16, "aten", why)
             return None
         micro = create_micro_gemm("micro_gemm", m, n, k, input_dtype=torch.bfloat16,
@@ -178,6 +187,14 @@ def _try_template(op: str, mat1, mat2, bias=None, layout=None, alpha=1, beta=1):
         node, _ = autotune_select_algorithm(f"rvv_{op}", choices, inputs, layout)
     _record(op, m, n, k, torch.bfloat16, "rvv", type(micro).__name__)
     return node
+
+
+def _unit_stride_k(x) -> bool:
+    try:
+        x.freeze_layout()
+        return x.get_stride()[-1] == 1
+    except Exception:  # views without a fixed layout: let the template decide
+        return True
 
 
 def mm_lowering(mat1, mat2, *, layout=None, **kwargs):
