@@ -118,7 +118,7 @@ def scan(cache_dir: Path) -> dict:
 
 # Reasons that are the routing policy working as designed (ATen is the right answer);
 # anything else that sent a gate-passing shape to ATen is a defect the verifier reports.
-POLICY_REASONS = ("gate:", "not BF16", "dynamic", "bias dtype", "alpha=", "layout:")
+POLICY_REASONS = ("gate:", "not BF16", "dynamic", "bias dtype", "alpha=", "layout:", "cpu:")
 
 
 def _expected_rvv(entry: dict) -> bool:

@@ -38,6 +38,7 @@ from torch._inductor.kernel.mm_common import mm_args
 from torch._inductor.select_algorithm import autotune_select_algorithm
 from torch._inductor.utils import has_free_symbols, parallel_num_threads, use_cpp_gemm_template
 
+from .. import cpu
 from . import paths
 from .micro_gemm import RVV_MICRO_GEMM_CLASSES
 
@@ -134,6 +135,9 @@ def _try_template(op: str, mat1, mat2, bias=None, layout=None, alpha=1, beta=1):
     # Sizes as Inductor knows them before realizing anything, for the log.
     m0, k0 = mat1.get_size()[-2:]
     n0 = mat2.get_size()[-1]
+    if not cpu.effective().has_v:
+        _record(op, m0, n0, k0, dtype[0], "aten", "cpu: no V extension, ATen is the right kernel")
+        return None
     if dtype != (torch.bfloat16, torch.bfloat16):
         _record(op, m0, n0, k0, "x".join(str(d).removeprefix("torch.") for d in dtype), "aten",
                 "not BF16 x BF16")

@@ -1,0 +1,31 @@
+"""The ``rvv_inductor::linear_packed`` operator: Linear on an already-packed BF16 weight.
+
+``linear_packed(x[M, K], wp[ceil(N/nb), K, nb], bias[N]?, n) -> y[M, N]`` (all bf16).
+Eagerly it runs the C++ dispatcher (RVV or the scalar reference). Under torch.compile
+with ``rvv_inductor.enable()``, Inductor lowers it to the C++ GEMM template with the RVV
+micro-GEMM, reading ``wp`` in place: one generated kernel, no per-call weight copy, and
+the weight stays a graph *input*, so in-place updates are seen without recompiling.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import packed
+
+_lib = torch.library.Library("rvv_inductor", "DEF")
+_lib.define("linear_packed(Tensor x, Tensor wp, Tensor? bias, int n) -> Tensor")
+
+
+@torch.library.impl(_lib, "linear_packed", "CPU")
+def _linear_packed_cpu(x, wp, bias, n):
+    return packed.linear(x, wp, bias, n)
+
+
+@torch.library.register_fake("rvv_inductor::linear_packed")
+def _linear_packed_fake(x, wp, bias, n):
+    torch._check(x.dim() == 2 and wp.dim() == 3 and x.shape[1] == wp.shape[1],
+                 lambda: f"linear_packed: x {tuple(x.shape)} does not match packed weight {tuple(wp.shape)}")
+    return x.new_empty(x.shape[0], n)
+
+
+linear_packed = torch.ops.rvv_inductor.linear_packed.default
