@@ -16,7 +16,7 @@ from . import cpu
 from ._patching import PatchSet
 from .cpu import CpuOverrideError
 
-__all__ = ["enable", "disable", "is_enabled", "status", "CpuOverrideError", "Gate"]
+__all__ = ["enable", "disable", "is_enabled", "status", "compile_linears", "CpuOverrideError", "Gate"]
 __version__ = "0.1.0"
 
 log = logging.getLogger("rvv_inductor")
@@ -26,14 +26,25 @@ _status: dict = {}
 
 
 def _register_torch_logs() -> None:
-    # Lets users write TORCH_LOGS=rvv_inductor (or +rvv_inductor for debug) as for any
-    # Inductor component.
+    """TORCH_LOGS=rvv_inductor (or +rvv_inductor for debug) shows every routing decision
+    (shape, route, reason) as it is made, like any Inductor component."""
+    import os
+
     try:
         from torch._logging._internal import register_log
 
         register_log("rvv_inductor", "rvv_inductor")
-    except Exception:  # older/newer torch without this hook: plain logging still works
+    except Exception:  # a torch without this hook: the explicit setup below still works
         pass
+    # torch parsed TORCH_LOGS at import time, before this package registered its name.
+    settings = [s.strip() for s in os.environ.get("TORCH_LOGS", "").split(",")]
+    if "rvv_inductor" in settings or "+rvv_inductor" in settings:
+        log.setLevel(logging.DEBUG if "+rvv_inductor" in settings else logging.INFO)
+        if not log.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("[rvv_inductor] %(message)s"))
+            log.addHandler(handler)
+            log.propagate = False
 
 
 def enable(gate=None) -> dict:
@@ -87,7 +98,12 @@ def _install(info: cpu.CpuInfo) -> dict:
             st["micro_gemms"].append(f"{cls.__name__}{tuple(cfgs[0].register_blocking)}")
         picked = cpu_vec_isa.pick_vec_isa()
         st["vec_isa"] = str(picked) if picked else None
-    for op, fn in routing.LOWERINGS.items():
+    from . import ops
+    from .inductor import packed_lowering
+
+    lowerings = dict(routing.LOWERINGS)
+    lowerings[ops.linear_packed] = packed_lowering.linear_packed_lowering
+    for op, fn in lowerings.items():
         if op in lowering.user_lowerings:
             log.warning("rvv_inductor: replacing an existing user lowering for %s", op)
         _patches.set(lowering.user_lowerings, op, fn)
@@ -114,6 +130,10 @@ def __getattr__(name):
         from .inductor.routing import Gate
 
         return Gate
+    if name in ("compile_linears", "RVVLinear"):
+        from . import regional
+
+        return getattr(regional, name)
     raise AttributeError(name)
 
 
