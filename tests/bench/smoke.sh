@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Smoke test of the instruction-count benchmark (CI): never looks at timings.
+#
+#   tests/bench/smoke.sh
+#
+# 1. builds the rvvcount plugin (scripts/build-qemu-plugins; cached after the first run)
+#    and the riscv64 benchmark programs (build/bench-smoke);
+# 2. checks the plugin against hand-written known-answer regions (bench/plugin_selftest.cpp)
+#    under both plugin-capable QEMUs: 10.x (vtype read from the CSR) and 7.2 (decoded);
+# 3. runs one small Linear shape twice with the RVV kernel and checks that every counter
+#    is exactly repeatable, that the region is not empty, that it executed vector
+#    instructions, and that it read at least the weight bytes (each weight byte must be
+#    read at least once: an independent lower bound);
+# 4. runs the scalar reference on the same shape: no vector instruction at all;
+# 5. checks that QEMU 7.2 and 10 agree on the RVV kernel's instruction counts.
+# Takes about a minute when the QEMU build is cached (the first build adds ~5 minutes).
+set -euo pipefail
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+cd "$RVV_REPO"
+
+[ "$RVV_HOST_ARCH" = x86_64 ] || { echo "bench smoke test: x86_64 hosts only (it needs QEMU); skipped"; exit 0; }
+
+BUILD=build/bench-smoke
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+pass() { printf '  ok    %s\n' "$1"; }
+fail() { printf '  FAIL  %s\n' "$1"; failures=$((failures + 1)); }
+
+t0=$SECONDS
+echo "== building the plugin and the benchmark programs"
+scripts/build-qemu-plugins >/dev/null
+# shellcheck disable=SC1091
+source "$RVV_CACHE/bench/env"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake -DCMAKE_BUILD_TYPE=Release \
+  -DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON -DRVV_BENCH_TORCH_SYSROOT= >"$work/cmake.log" 2>&1 ||
+  { cat "$work/cmake.log"; exit 1; }
+ninja -C "$BUILD" linear_bench plugin_selftest >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log"; exit 1; }
+
+SYSROOT=/usr/riscv64-linux-gnu
+CPU256="rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"
+
+# value FILE KEY: the plugin's flat output "key value"
+value() { awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "missing" }' "$1"; }
+expect() {  # FILE KEY EXPECTED LABEL
+  local got
+  got=$(value "$1" "$2")
+  if [ "$got" = "$3" ]; then pass "$4: $2 = $3"; else fail "$4: $2 = $got, expected $3"; fi
+}
+
+echo "== plugin known-answer regions (VLEN 256)"
+for q in 10 72; do
+  eval "qemu=\$RVV_BENCH_QEMU$q plugin=\$RVV_BENCH_PLUGIN$q"
+  vt=track
+  [ $q = 10 ] && vt=read
+  out="$work/selftest$q.kv"
+  QEMU_CPU=$CPU256 "$qemu" -L "$SYSROOT" -plugin "$plugin,vlen=256,format=kv,vtype=$vt,out=$out" \
+    "$BUILD/bench/plugin_selftest" >/dev/null
+  l="qemu $q"
+  expect "$out" regions.1.insns 100 "$l scalar block"
+  expect "$out" regions.1.vector_insns 0 "$l scalar block"
+  expect "$out" regions.2.insns 3 "$l vle16/vse16 m1"
+  expect "$out" regions.2.vsetvl 1 "$l vle16/vse16 m1"
+  expect "$out" regions.2.vload 1 "$l vle16/vse16 m1"
+  expect "$out" regions.2.vstore 1 "$l vle16/vse16 m1"
+  expect "$out" regions.2.vregops 2.000 "$l vle16/vse16 m1"
+  expect "$out" regions.2.bytes_read 32 "$l vle16/vse16 m1"
+  expect "$out" regions.2.bytes_written 32 "$l vle16/vse16 m1"
+  expect "$out" regions.2.bytes_read_by_tag.weights 32 "$l vle16/vse16 m1"
+  expect "$out" regions.3.vector_insns 6 "$l widening chain m4->m8"
+  expect "$out" regions.3.vwiden 1 "$l widening chain m4->m8"
+  expect "$out" regions.3.vfma 1 "$l widening chain m4->m8"
+  expect "$out" regions.3.vregops 28.000 "$l widening chain m4->m8"
+  expect "$out" regions.3.vbeats 56 "$l widening chain m4->m8"
+  expect "$out" regions.3.dram_read_bytes 128 "$l widening chain m4->m8"
+  expect "$out" regions.4.insns 4001 "$l scalar load loop"
+  expect "$out" regions.4.scalar_mem 1000 "$l scalar load loop"
+  expect "$out" regions.4.bytes_read 4000 "$l scalar load loop"
+  expect "$out" regions.5.vregops 1.000 "$l fractional LMUL"
+  expect "$out" regions.5.bytes_read 8 "$l fractional LMUL"
+  if [ $q = 10 ]; then
+    expect "$out" regions.6.vregops 2.000 "$l register vsetvl (vtype from CSR)"
+    expect "$out" regions.6.vtype_unknown 0 "$l register vsetvl (vtype from CSR)"
+  else
+    expect "$out" regions.6.vtype_unknown 1 "$l register vsetvl (vtype not decodable)"
+  fi
+  expect "$out" regions.7.insns 5 "$l markers inside one block"
+  expect "$out" regions.8.calls 2 "$l whole-register load, twice"
+  expect "$out" regions.8.vregops 4.000 "$l whole-register load, twice"
+  expect "$out" regions.8.bytes_read 128 "$l whole-register load, twice"
+done
+
+echo "== one Linear shape, M=1 K=1536 N=2048, VLEN 256"
+M=1 K=1536 N=2048
+wbytes=$((N * K * 2))
+run() {  # qemu plugin path tag
+  QEMU_CPU=$CPU256 "$1" -L "$SYSROOT" -plugin "$2,vlen=256,format=kv,out=$work/$4.kv" \
+    "$BUILD/bench/linear_bench" --path "$3" --m $M --k $K --n $N >"$work/$4.out"
+}
+run "$RVV_BENCH_QEMU10" "$RVV_BENCH_PLUGIN10" rvv rvv-a
+run "$RVV_BENCH_QEMU10" "$RVV_BENCH_PLUGIN10" rvv rvv-b
+if cmp -s "$work/rvv-a.kv" "$work/rvv-b.kv"; then pass "two runs give identical counters ($(wc -l <"$work/rvv-a.kv") values)"
+else fail "two runs differ:"; diff "$work/rvv-a.kv" "$work/rvv-b.kv" | head; fi
+grep -q '"check_failures": 0' "$work/rvv-a.out" && pass "kernel output spot check" || fail "kernel output spot check"
+ins=$(value "$work/rvv-a.kv" regions.1.insns)
+vec=$(value "$work/rvv-a.kv" regions.1.vector_insns)
+rd=$(value "$work/rvv-a.kv" regions.1.bytes_read)
+[ "$ins" != missing ] && [ "$ins" -gt 0 ] && pass "region not empty ($ins instructions)" || fail "region empty ($ins)"
+[ "$vec" != missing ] && [ "$vec" -gt 0 ] && pass "RVV kernel executed vector instructions ($vec)" || fail "RVV kernel: vector_insns = $vec"
+[ "$rd" != missing ] && [ "$rd" -ge $wbytes ] && pass "bytes read $rd >= weight bytes $wbytes" || fail "bytes read $rd < weight bytes $wbytes"
+
+QEMU_CPU=rv64,v=false "$RVV_BENCH_QEMU10" -L "$SYSROOT" -plugin "$RVV_BENCH_PLUGIN10,vlen=128,format=kv,out=$work/scalar.kv" \
+  "$BUILD/bench/linear_bench" --path scalar --m $M --k $K --n $N >"$work/scalar.out"
+sv=$(value "$work/scalar.kv" regions.1.vector_insns)
+si=$(value "$work/scalar.kv" regions.1.insns)
+srd=$(value "$work/scalar.kv" regions.1.bytes_read)
+[ "$sv" = 0 ] && pass "scalar reference: 0 vector instructions" || fail "scalar reference: vector_insns = $sv"
+[ "$si" != missing ] && [ "$si" -gt 0 ] && pass "scalar reference: region not empty ($si)" || fail "scalar reference: empty"
+[ "$srd" != missing ] && [ "$srd" -ge $wbytes ] && pass "scalar reference: bytes read >= weight bytes" || fail "scalar reference: bytes read $srd"
+
+run "$RVV_BENCH_QEMU72" "$RVV_BENCH_PLUGIN72" rvv rvv-72
+for k in insns vector_insns vregops bytes_read; do
+  a=$(value "$work/rvv-a.kv" regions.1.$k) b=$(value "$work/rvv-72.kv" regions.1.$k)
+  [ "$a" = "$b" ] && pass "QEMU 10 and 7.2 agree: $k = $a" || fail "QEMU 10 and 7.2 disagree on $k: $a vs $b"
+done
+
+echo "bench smoke test: $failures failure(s), $((SECONDS - t0)) s"
+[ $failures = 0 ]
