@@ -1,0 +1,263 @@
+"""Regional compile (P4-P6): compile only the Linear layers, with packed weights the
+module owns and can still update.
+
+``compile_linears(model)`` replaces every eligible ``nn.Linear`` by an ``RVVLinear`` that
+
+* owns its weight packed once as ``[ceil(N/nb), K, nb]`` BF16 (the original is not kept;
+  the only overhead is the zero padding of the last block, reported in bytes);
+* runs ``rvv_inductor::linear_packed`` through one compiled artifact per
+  (N, K, M-bucket, bias), shared by every layer of that shape: the weight is an *input*
+  of the compiled graph, not a constant;
+* routes M (tokens per call) to the buckets {1, 2, 4, 8, 16} by zero-padding the rows,
+  and beyond 16 to {32, 64, 128}; M > 128 is split into chunks of 128 rows;
+* keeps the usual module contract:
+  - ``state_dict()`` returns ``weight`` in the original ``[N, K]`` layout (unpacked when
+    asked), so checkpoints stay portable; ``load_state_dict`` repacks;
+  - ``layer.weight`` materialises a temporary ``[N, K]`` copy. The module holds it until
+    its next forward, and repacks from it if it was changed in place (its version counter
+    moved), so ``layer.weight.copy_(w)`` / ``.mul_(2)`` are never silently lost;
+  - assigning ``layer.weight = nn.Parameter(w)`` repacks at once; a different shape or
+    dtype is a clear error;
+  - inputs it cannot serve (not BF16, not on CPU) fall back to ``F.linear`` with the
+    unpacked weight, with the same result as before.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+
+import torch
+import torch.nn.functional as F
+
+from . import cpu, ops, packed
+
+log = logging.getLogger("rvv_inductor")
+
+SMALL_BUCKETS = (1, 2, 4, 8, 16)
+LARGE_BUCKETS = (32, 64, 128)
+
+
+def bucket_for(m: int, buckets=SMALL_BUCKETS + LARGE_BUCKETS) -> int:
+    for b in buckets:
+        if m <= b:
+            return b
+    return buckets[-1]
+
+
+class _ArtifactCache:
+    """One torch.compile'd callable per (N, K, bucket, has_bias), each with its own code
+    object, so Dynamo's per-code recompile limit never merges shapes and a compiled graph
+    is shared by every layer of that shape."""
+
+    def __init__(self) -> None:
+        self._fns: dict[tuple, object] = {}
+        self._lock = threading.Lock()
+        self.compile_seconds = 0.0
+
+    def get(self, key: tuple):
+        with self._lock:
+            fn = self._fns.get(key)
+            if fn is None:
+                n, k, b, has_bias = key
+                src = ("def region(x, wp, bias):\n"
+                       f"    return linear_packed(x, wp, bias, {n})\n")
+                scope = {"linear_packed": ops.linear_packed}
+                exec(compile(src, f"<rvv_linear N={n} K={k} M={b} bias={has_bias}>", "exec"), scope)
+                fn = torch.compile(scope["region"], dynamic=False, fullgraph=True)
+                self._fns[key] = fn
+            return fn
+
+    def keys(self) -> list[tuple]:
+        with self._lock:
+            return sorted(self._fns)
+
+
+ARTIFACTS = _ArtifactCache()
+
+
+class RVVLinear(torch.nn.Module):
+    """A BF16 Linear whose weight lives packed; see the module docstring."""
+
+    def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None, nb: int) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.nb = in_features, out_features, nb
+        self.register_buffer("packed_weight", torch.empty(0, dtype=torch.bfloat16), persistent=False)
+        self.bias = torch.nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
+        self._materialized: torch.Tensor | None = None
+        self._materialized_version = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_linear(cls, lin: torch.nn.Linear, nb: int) -> RVVLinear:
+        m = cls(lin.in_features, lin.out_features, lin.bias, nb)
+        m._repack(lin.weight.detach())
+        return m
+
+    # -- the weight ---------------------------------------------------------------
+    def _repack(self, w: torch.Tensor) -> None:
+        expected = (self.out_features, self.in_features)
+        if tuple(w.shape) != expected:
+            raise ValueError(f"RVVLinear: weight of shape {tuple(w.shape)} does not fit this layer "
+                             f"({expected}); build a new layer for a new shape")
+        if w.dtype != torch.bfloat16:
+            raise ValueError(f"RVVLinear: weight dtype {w.dtype}, expected torch.bfloat16")
+        self.packed_weight = packed.pack(w.detach().to("cpu"), self.nb)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """A materialised [N, K] copy; in-place changes to it reach the layer at its next
+        forward (see the module docstring)."""
+        with self._lock:
+            if self._materialized is None:
+                self._materialized = packed.unpack(self.packed_weight, self.out_features)
+                self._materialized_version = self._materialized._version
+            return self._materialized
+
+    def __setattr__(self, name, value):
+        if name == "weight":
+            self._repack(value)
+            self.__dict__["_materialized"] = None
+            return
+        super().__setattr__(name, value)
+
+    def _sync_weight(self) -> None:
+        with self._lock:
+            mat = self._materialized
+            if mat is not None:
+                if mat._version != self._materialized_version:
+                    self._repack(mat)
+                self._materialized = None
+
+    # -- checkpoints ----------------------------------------------------------------
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self._sync_weight()
+        destination[prefix + "weight"] = packed.unpack(self.packed_weight, self.out_features)
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        key = prefix + "weight"
+        if key in state_dict:
+            try:
+                self._repack(state_dict[key])
+                self._materialized = None
+            except ValueError as e:
+                error_msgs.append(str(e))
+        elif strict:
+            missing_keys.append(key)
+        if self.bias is not None:
+            bkey = prefix + "bias"
+            if bkey in state_dict:
+                with torch.no_grad():
+                    self.bias.copy_(state_dict[bkey])
+            elif strict:
+                missing_keys.append(bkey)
+
+    def _apply(self, fn, recurse=True):
+        # .to(dtype) must not corrupt the packed layout: keep it BF16 (the round trip
+        # through a wider float is exact). Inputs of another dtype then take the F.linear
+        # fallback with the weight converted on the fly.
+        super()._apply(fn, recurse)
+        if self.packed_weight.dtype != torch.bfloat16:
+            self.packed_weight = self.packed_weight.to(torch.bfloat16)
+        return self
+
+    # -- forward ----------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._sync_weight()
+        bias_ok = self.bias is None or self.bias.dtype == torch.bfloat16
+        if (x.dtype != torch.bfloat16 or not bias_ok or x.device.type != "cpu"
+                or x.shape[-1] != self.in_features):
+            w = packed.unpack(self.packed_weight, self.out_features).to(x.dtype)
+            return F.linear(x, w, self.bias.to(x.dtype) if self.bias is not None else None)
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features)
+        if x2.stride(-1) != 1:
+            x2 = x2.contiguous()
+        m = x2.shape[0]
+        outs = [self._run(x2[i:i + LARGE_BUCKETS[-1]]) for i in range(0, max(m, 1), LARGE_BUCKETS[-1])]
+        y = outs[0] if len(outs) == 1 else torch.cat(outs)
+        return y.reshape(*lead, self.out_features)
+
+    def _run(self, x2: torch.Tensor) -> torch.Tensor:
+        m = x2.shape[0]
+        b = bucket_for(m)
+        if m != b:
+            x2 = F.pad(x2, (0, 0, 0, b - m))
+        fn = ARTIFACTS.get((self.out_features, self.in_features, b, self.bias is not None))
+        y = fn(x2, self.packed_weight, self.bias)
+        return y[:m] if m != b else y
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, nb={self.nb}"
+
+
+@dataclasses.dataclass
+class LinearReport:
+    taken: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    fell_back: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    param_bytes: int = 0      # BF16 bytes of the weights that were packed
+    packed_bytes: int = 0     # bytes of their packed buffers (incl. padding)
+
+    @property
+    def packed_overhead(self) -> float:
+        return self.packed_bytes / self.param_bytes - 1 if self.param_bytes else 0.0
+
+    def __str__(self) -> str:
+        lines = [f"rvv_inductor.compile_linears: {len(self.taken)} Linear layers on RVV, "
+                 f"{len(self.fell_back)} kept as they were; packed {self.packed_bytes / 2**20:.1f} MiB for "
+                 f"{self.param_bytes / 2**20:.1f} MiB of BF16 weights (+{100 * self.packed_overhead:.2f}%)"]
+        lines += [f"  RVV   {name}  N={n} K={k}" for name, n, k in self.taken]
+        lines += [f"  kept  {name}  ({why})" for name, why in self.fell_back]
+        return "\n".join(lines)
+
+
+def compile_linears(model: torch.nn.Module, *, gate=None) -> LinearReport:
+    """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear; return a
+    report of what was taken, what was kept, and why."""
+    import rvv_inductor
+    from .inductor.micro_gemm import block_n_for
+    from .inductor.routing import Gate
+
+    gate = gate or Gate.from_env()
+    rvv_inductor.enable(gate=gate)
+    info = cpu.effective()
+    nb = block_n_for(info.vlen) if info.has_v else 64
+    report = LinearReport()
+    for parent_name, parent in list(model.named_modules()):
+        for child_name, child in list(parent.named_children()):
+            name = f"{parent_name}.{child_name}" if parent_name else child_name
+            if isinstance(child, RVVLinear) or not isinstance(child, torch.nn.Linear):
+                continue
+            w = child.weight
+            n, k = w.shape
+            why = None
+            if not info.has_v:
+                why = "cpu: no V extension"
+            elif w.dtype != torch.bfloat16:
+                why = f"dtype {w.dtype}"
+            elif w.device.type != "cpu":
+                why = f"device {w.device}"
+            elif child.bias is not None and child.bias.dtype != torch.bfloat16:
+                why = f"bias dtype {child.bias.dtype}"
+            else:
+                why = gate.check(1, n, k)
+                why = f"gate: {why}" if why else None
+            if why:
+                report.fell_back.append((name, why))
+                continue
+            new = RVVLinear.from_linear(child, nb)
+            setattr(parent, child_name, new)
+            report.taken.append((name, n, k))
+            report.param_bytes += w.numel() * 2
+            report.packed_bytes += new.packed_weight.numel() * 2
+    log.info("%s", report)
+    return report
+
+
+def artifact_keys() -> list[tuple]:
+    """(N, K, M-bucket, has_bias) of every compiled region so far."""
+    return ARTIFACTS.keys()
+
