@@ -54,16 +54,15 @@ def check_layer(layer_rvv, layer_ref, x):
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    import os
-
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
-    torch._dynamo.reset()
-    ref = make()
-    model = copy.deepcopy(ref)
-    report = regional.compile_linears(model)
-    yield model, ref, report
-    rvv_inductor.disable()
-    torch._dynamo.reset()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+        torch._dynamo.reset()
+        ref = make()
+        model = copy.deepcopy(ref)
+        report = regional.compile_linears(model)
+        yield model, ref, report
+        rvv_inductor.disable()
+        torch._dynamo.reset()
 
 
 def test_report_and_packed_memory(compiled):
