@@ -5,7 +5,8 @@
 // true adds to C, false overwrites it. Header-only: generated code compiled with
 // -march=rv64gcv (optionally _zvfbfmin) includes this and calls it directly.
 //
-// Same 6 x m4 register tile as the packed GEMM (gemm_tile_bf16.h). A is converted to
+// M >= 2: the same 6 x m4 register tile as the packed GEMM (gemm_tile_bf16.h); M == 1: the
+// 1 x m8 GEMV loop (micro_gemv_bf16f32_1xm8 below). A is converted to
 // fp32 in chunks of kKC columns into a 6 * kKC float stack buffer (6 KiB), each chunk
 // reused for every column chunk of N; partial sums go through C between chunks, which
 // costs 2 * rows vector memory ops per kKC * rows * VLMAX multiply-adds.
