@@ -115,6 +115,14 @@ def disable() -> None:
     with _lock:
         _patches.restore()
         _status.clear()
+        # Compiled regions were built with the RVV lowering; forget them so that layers
+        # compiled from now on follow the current configuration (RVVLinear modules keep
+        # working: their op then runs its eager C++ kernel).
+        import sys
+
+        regional = sys.modules.get(__name__ + ".regional")
+        if regional is not None:
+            regional.ARTIFACTS.clear()
 
 
 def is_enabled() -> bool:

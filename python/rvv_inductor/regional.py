@@ -72,6 +72,10 @@ class _ArtifactCache:
         with self._lock:
             return sorted(self._fns)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._fns.clear()
+
 
 ARTIFACTS = _ArtifactCache()
 
