@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "markers.h"
+#include "rvv_inductor/markers.h"
 
 namespace {
 

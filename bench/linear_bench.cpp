@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "markers.h"
+#include "rvv_inductor/markers.h"
 #include "rvv_inductor/bf16.h"
 #include "rvv_inductor/cpu_features.h"
 #include "rvv_inductor/linear.h"

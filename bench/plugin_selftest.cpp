@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "markers.h"
+#include "rvv_inductor/markers.h"
 
 alignas(64) static uint16_t src[4096];
 alignas(64) static uint16_t dst[4096];

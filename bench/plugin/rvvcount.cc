@@ -4,7 +4,7 @@
 // Regions are delimited by architectural no-op hints that compilers never emit:
 //   ori  x0, x0, ID   begin region ID (1..2047)
 //   xori x0, x0, ID   end region ID
-// (bench/markers.h has the macros). Everything the same guest thread executes strictly
+// (csrc/rvv_inductor/markers.h has the macros). Everything the same guest thread executes strictly
 // between the two markers is charged to ID; other threads are never charged.
 //
 // A guest can describe its buffers with a private system call (number RVVCOUNT_SYSCALL,

@@ -56,6 +56,11 @@ int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t 
 int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 int rvv_bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 
+/* Begin (begin != 0) or end region id (1..16) of the rvvcount QEMU plugin's counters
+ * (csrc/rvv_inductor/markers.h), so Python callers such as the demo can charge work to
+ * regions. Without the plugin, and on hardware, it executes a no-op hint. */
+int rvv_count_region(int id, int begin);
+
 #ifdef __cplusplus
 }
 #endif

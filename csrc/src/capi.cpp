@@ -8,6 +8,7 @@
 #include "rvv_inductor/cpu_features.h"
 #include "rvv_inductor/error.h"
 #include "rvv_inductor/linear.h"
+#include "rvv_inductor/markers.h"
 #include "rvv_inductor/packing.h"
 
 namespace {
@@ -161,6 +162,51 @@ int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
 int rvv_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   const Status s = convert_bf16_to_f32(src, dst, n, effective_cpu());
   return s == Status::kOk ? finish(s) : error(s, "rvv_bf16_to_f32: n < 0 or NULL pointer");
+}
+
+// The marker's region id is an instruction immediate, hence one case per id.
+int rvv_count_region(int id, int begin) {
+  if (id < 1 || id > 16) return error(Status::kBadRange, "rvv_count_region: id must be 1..16");
+  if (begin) {
+    switch (id) {
+      case 1: RVV_BENCH_BEGIN(1); break;
+      case 2: RVV_BENCH_BEGIN(2); break;
+      case 3: RVV_BENCH_BEGIN(3); break;
+      case 4: RVV_BENCH_BEGIN(4); break;
+      case 5: RVV_BENCH_BEGIN(5); break;
+      case 6: RVV_BENCH_BEGIN(6); break;
+      case 7: RVV_BENCH_BEGIN(7); break;
+      case 8: RVV_BENCH_BEGIN(8); break;
+      case 9: RVV_BENCH_BEGIN(9); break;
+      case 10: RVV_BENCH_BEGIN(10); break;
+      case 11: RVV_BENCH_BEGIN(11); break;
+      case 12: RVV_BENCH_BEGIN(12); break;
+      case 13: RVV_BENCH_BEGIN(13); break;
+      case 14: RVV_BENCH_BEGIN(14); break;
+      case 15: RVV_BENCH_BEGIN(15); break;
+      case 16: RVV_BENCH_BEGIN(16); break;
+    }
+  } else {
+    switch (id) {
+      case 1: RVV_BENCH_END(1); break;
+      case 2: RVV_BENCH_END(2); break;
+      case 3: RVV_BENCH_END(3); break;
+      case 4: RVV_BENCH_END(4); break;
+      case 5: RVV_BENCH_END(5); break;
+      case 6: RVV_BENCH_END(6); break;
+      case 7: RVV_BENCH_END(7); break;
+      case 8: RVV_BENCH_END(8); break;
+      case 9: RVV_BENCH_END(9); break;
+      case 10: RVV_BENCH_END(10); break;
+      case 11: RVV_BENCH_END(11); break;
+      case 12: RVV_BENCH_END(12); break;
+      case 13: RVV_BENCH_END(13); break;
+      case 14: RVV_BENCH_END(14); break;
+      case 15: RVV_BENCH_END(15); break;
+      case 16: RVV_BENCH_END(16); break;
+    }
+  }
+  return finish(Status::kOk);
 }
 
 }  // extern "C"

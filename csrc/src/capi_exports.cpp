@@ -9,5 +9,6 @@ extern __attribute__((visibility("default"))) void* const rvv_inductor_exports[]
 __attribute__((used)) void* const rvv_inductor_exports[] = {
     reinterpret_cast<void*>(&rvv_detect_cpu),  reinterpret_cast<void*>(&rvv_effective_cpu),
     reinterpret_cast<void*>(&rvv_resolve_cpu), reinterpret_cast<void*>(&rvv_march_string),
-    reinterpret_cast<void*>(&rvv_last_error),  reinterpret_cast<void*>(&rvv_linear_bf16_packed)};
+    reinterpret_cast<void*>(&rvv_last_error),  reinterpret_cast<void*>(&rvv_linear_bf16_packed),
+    reinterpret_cast<void*>(&rvv_count_region)};
 }

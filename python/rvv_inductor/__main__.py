@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage)
         print("  info    what the CPU detector reports (and RVV_INDUCTOR_CPU's effect)")
         print("  verify  inspect an Inductor cache directory: routing, kernels, vector instructions")
-        print("  demo    the LLM prefill/decode benchmark (see README)")
+        print("  demo    eager vs regional RVV vs whole-model compile on a Qwen2 decoder (demo --help)")
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "info":
@@ -37,11 +37,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return verify_main(rest)
     if cmd == "demo":
-        try:
-            from .demo import main as demo_main
-        except ImportError:
-            print("rvv_inductor demo: not implemented yet (tracked in the main-job issue)", file=sys.stderr)
-            return 2
+        from .demo import main as demo_main
+
         return demo_main(rest)
     print(f"unknown command {cmd!r}\n{usage}", file=sys.stderr)
     return 2

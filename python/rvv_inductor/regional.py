@@ -80,6 +80,32 @@ class _ArtifactCache:
 ARTIFACTS = _ArtifactCache()
 
 
+def run_packed(x: torch.Tensor, wp: torch.Tensor, n: int, k: int, bias: torch.Tensor | None) -> torch.Tensor:
+    """y = x @ W^T + bias for a BF16 CPU x[..., k] and W packed in wp, through the shared
+    compiled artifacts: M rows padded to a bucket, more than 128 rows split."""
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, k)
+    # Row-strided activations (e.g. the last position of a prefill, sliced for lm_head)
+    # are copied: the compiled graphs are specialised to dense rows, and a second
+    # stride pattern would cost a Dynamo recompile per shape.
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    m = x2.shape[0]
+    step = LARGE_BUCKETS[-1]
+    outs = [_run_bucket(x2[i:i + step], wp, n, k, bias) for i in range(0, max(m, 1), step)]
+    y = outs[0] if len(outs) == 1 else torch.cat(outs)
+    return y.reshape(*lead, n)
+
+
+def _run_bucket(x2: torch.Tensor, wp: torch.Tensor, n: int, k: int, bias: torch.Tensor | None) -> torch.Tensor:
+    m = x2.shape[0]
+    b = bucket_for(m)
+    if m != b:
+        x2 = F.pad(x2, (0, 0, 0, b - m))
+    y = ARTIFACTS.get((n, k, b, bias is not None))(x2, wp, bias)
+    return y[:m] if m != b else y
+
+
 class RVVLinear(torch.nn.Module):
     """A BF16 Linear whose weight lives packed; see the module docstring."""
 
@@ -176,23 +202,7 @@ class RVVLinear(torch.nn.Module):
                 or x.shape[-1] != self.in_features):
             w = packed.unpack(self.packed_weight, self.out_features).to(x.dtype)
             return F.linear(x, w, self.bias.to(x.dtype) if self.bias is not None else None)
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        if x2.stride(-1) != 1:
-            x2 = x2.contiguous()
-        m = x2.shape[0]
-        outs = [self._run(x2[i:i + LARGE_BUCKETS[-1]]) for i in range(0, max(m, 1), LARGE_BUCKETS[-1])]
-        y = outs[0] if len(outs) == 1 else torch.cat(outs)
-        return y.reshape(*lead, self.out_features)
-
-    def _run(self, x2: torch.Tensor) -> torch.Tensor:
-        m = x2.shape[0]
-        b = bucket_for(m)
-        if m != b:
-            x2 = F.pad(x2, (0, 0, 0, b - m))
-        fn = ARTIFACTS.get((self.out_features, self.in_features, b, self.bias is not None))
-        y = fn(x2, self.packed_weight, self.bias)
-        return y[:m] if m != b else y
+        return run_packed(x, self.packed_weight, self.out_features, self.in_features, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, nb={self.nb}"
@@ -202,6 +212,9 @@ class RVVLinear(torch.nn.Module):
 class LinearReport:
     taken: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
     fell_back: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # Layers that are not nn.Linear but own 2-D BF16 weights: their F.linear calls on those
+    # weights are routed at call time (functional_linear.py); (name, N, K) per weight.
+    functional: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
     param_bytes: int = 0      # BF16 bytes of the weights that were packed
     packed_bytes: int = 0     # bytes of their packed buffers (incl. padding)
 
@@ -214,13 +227,17 @@ class LinearReport:
                  f"{len(self.fell_back)} kept as they were; packed {self.packed_bytes / 2**20:.1f} MiB for "
                  f"{self.param_bytes / 2**20:.1f} MiB of BF16 weights (+{100 * self.packed_overhead:.2f}%)"]
         lines += [f"  RVV   {name}  N={n} K={k}" for name, n, k in self.taken]
+        lines += [f"  RVV   {name}  N={n} K={k} (F.linear in a custom forward; original weight kept, packed "
+                  "copy extra)" for name, n, k in self.functional]
         lines += [f"  kept  {name}  ({why})" for name, why in self.fell_back]
         return "\n".join(lines)
 
 
 def compile_linears(model: torch.nn.Module, *, gate=None) -> LinearReport:
-    """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear; return a
-    report of what was taken, what was kept, and why."""
+    """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear, and route
+    the F.linear calls of other modules on their own 2-D BF16 weights (functional_linear);
+    return a report of what was taken, what was kept, and why."""
+    from . import functional_linear
     import rvv_inductor
     from .inductor.micro_gemm import block_n_for
     from .inductor.routing import Gate
@@ -257,6 +274,23 @@ def compile_linears(model: torch.nn.Module, *, gate=None) -> LinearReport:
             report.taken.append((name, n, k))
             report.param_bytes += w.numel() * 2
             report.packed_bytes += new.packed_weight.numel() * 2
+    if info.has_v:
+        for name, mod in list(model.named_modules()):
+            if isinstance(mod, RVVLinear):
+                continue
+            names = functional_linear.candidate_weights(mod)
+            admitted = []
+            for pname in names:
+                n, k = getattr(mod, pname).shape
+                why = gate.check(1, n, k)
+                full = f"{name}.{pname}" if name else pname
+                if why:
+                    report.fell_back.append((full, f"F.linear weight, gate: {why}"))
+                else:
+                    admitted.append(pname)
+                    report.functional.append((full, n, k))
+            if admitted:
+                functional_linear.install(mod, admitted, nb, gate)
     log.info("%s", report)
     return report
 

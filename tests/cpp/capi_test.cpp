@@ -143,3 +143,16 @@ TEST(CApi, ErrorMessagesArePerThread) {
 }
 
 }  // namespace
+
+// The counting markers are architectural no-op hints: any valid id returns OK and
+// changes nothing (the plugin's own known-answer test is bench/plugin_selftest.cpp);
+// ids outside 1..16 are an error, not a silently dropped region.
+TEST(CApi, CountRegionMarkers) {
+  for (int id = 1; id <= 16; id++) {
+    EXPECT_EQ(rvv_count_region(id, 1), RVV_OK);
+    EXPECT_EQ(rvv_count_region(id, 0), RVV_OK);
+  }
+  EXPECT_EQ(rvv_count_region(0, 1), RVV_ERR_BAD_RANGE);
+  EXPECT_EQ(rvv_count_region(17, 0), RVV_ERR_BAD_RANGE);
+  EXPECT_NE(last_error().find("1..16"), std::string::npos);
+}

@@ -160,6 +160,16 @@ def test_bad_input(compiled):
     check_layer(model.o1, ref.o1, xt)
 
 
+def test_row_strided_activation_does_not_recompile(compiled):
+    """lm_head after a prefill sees the last position of each sequence: rows P*K apart."""
+    model, ref, _ = compiled
+    x = torch.randn(2, 5, 1024).to(torch.bfloat16)
+    check_layer(model.o1, ref.o1, x[:, -1].contiguous())  # the bucket-2 artifact exists now
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    check_layer(model.o1, ref.o1, x[:, -1:, :])
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+
+
 def test_two_threads_share_a_layer(compiled):
     model, ref, _ = compiled
     errors = []
@@ -178,3 +188,73 @@ def test_two_threads_share_a_layer(compiled):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+class Projection(torch.nn.Module):
+    """Not an nn.Linear: owns its weight and calls F.linear in its own forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(2048, 1024) / 32)
+        self.bias = torch.nn.Parameter(torch.randn(2048) / 32)
+        self.table = torch.nn.Parameter(torch.randn(8, 8))  # 2-D, but below the gate
+
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+
+
+class WithProjection(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = Projection()
+        self.emb = torch.nn.Embedding(4096, 1024)  # 2-D weight, never an F.linear weight
+
+
+def test_functional_linear_layers(compiled):
+    torch.manual_seed(3)
+    ref = WithProjection().to(torch.bfloat16).eval()
+    model = copy.deepcopy(ref)
+    report = regional.compile_linears(model)
+    assert report.functional == [("proj.weight", 2048, 1024)]
+    assert dict(report.fell_back)["proj.table"].startswith("F.linear weight, gate:")
+    assert "emb.weight" not in dict(report.fell_back)
+    state = model.proj._rvv_functional_linear
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(1, 1024, generator=g).to(torch.bfloat16)
+
+    check_layer(model.proj, ref.proj, x)
+    assert state.calls_rvv == 1 and (2048, 1024, 1, True) in regional.artifact_keys()
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    # In-place update, new Parameter, load_state_dict: never stale, never recompiled.
+    with torch.no_grad():
+        model.proj.weight.mul_(2)
+        ref.proj.weight.mul_(2)
+    check_layer(model.proj, ref.proj, x)
+    w = torch.randn(2048, 1024, generator=g).to(torch.bfloat16)
+    model.proj.weight = torch.nn.Parameter(w.clone())
+    ref.proj.weight = torch.nn.Parameter(w.clone())
+    check_layer(model.proj, ref.proj, x)
+    with torch.no_grad():
+        ref.proj.bias.add_(1)
+    model.load_state_dict(ref.state_dict())
+    check_layer(model.proj, ref.proj, x)
+    assert state.calls_rvv == 4
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+    # An fp32 activation is not ours: ATen runs the call and raises exactly as it would.
+    aten0 = state.calls_aten
+    xf = torch.randn(2, 1024, generator=g)
+    for mod in (model.proj, ref.proj):
+        with pytest.raises(RuntimeError):
+            mod(xf)
+    assert state.calls_aten == aten0 + 1
+    # With autograd, ATen as well (linear_packed has no backward), and gradients flow.
+    xg = torch.randn(1, 1024, generator=g).to(torch.bfloat16).requires_grad_()
+    model.proj(xg).sum().backward()
+    assert state.calls_aten == aten0 + 2 and xg.grad is not None
+    # A weight of another shape: a new artifact for the new shape, correct results.
+    model.proj.weight = torch.nn.Parameter(torch.randn(1024, 1024, generator=g).to(torch.bfloat16))
+    model.proj.bias = torch.nn.Parameter(torch.randn(1024, generator=g).to(torch.bfloat16))
+    ref.proj.weight, ref.proj.bias = (torch.nn.Parameter(model.proj.weight.detach().clone()),
+                                      torch.nn.Parameter(model.proj.bias.detach().clone()))
+    check_layer(model.proj, ref.proj, x)
+    assert (1024, 1024, 1, True) in regional.artifact_keys()

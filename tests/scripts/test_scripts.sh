@@ -29,6 +29,9 @@ steps() {  # runs "$@" with the setup functions loaded in a subshell
 check "rv64 rejects an unsupported VLEN" nonzero "VLEN must be one of" "$repo/scripts/rv64" --vlen 300 true
 check "rv64 rejects --bf16 with --no-v" nonzero "contradict" "$repo/scripts/rv64" --bf16 --no-v true
 check "rv64 without a command" nonzero "no command given" "$repo/scripts/rv64"
+check "rv64 rejects a missing RV64_QEMU" nonzero "is not an executable" env RV64_QEMU=/nonexistent "$repo/scripts/rv64" true
+check "rv64 rejects an RV64_QEMU that is not QEMU" nonzero "is not a qemu-riscv64" env RV64_QEMU=/bin/true "$repo/scripts/rv64" true
+check "demo rejects an unsupported VLEN" nonzero "VLEN must be one of" "$repo/scripts/demo" --vlen 300 --out "$sandbox/demo"
 check "setup rejects unknown options" nonzero "unknown option" "$repo/scripts/setup" --frobnicate
 check "old kernel: clear message" nonzero "needs >= 6.7" \
   steps 'uname() { echo 6.1.0-13-amd64; }; rvv_check_kernel'

@@ -1,0 +1,268 @@
+"""The demo's report: agreement with eager, compile cost, memory, routing, counted work
+per token and the ESTIMATED K1 throughput; printed, and written as report.json,
+report.csv, report.txt and report.png in the output directory."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from . import estimate
+from .worker import DECODE_LINEAR, DECODE_REST, PREFILL_LINEAR, PREFILL_REST, region_id
+
+ULPS = 4  # tolerance: BF16 ulps at the largest eager logit (see tests/python/test_transformers.py)
+COUNTERS = ("insns", "vector_insns", "vsetvl", "vbeats", "bytes_read", "bytes_written", "dram_read_bytes",
+            "dram_write_bytes")
+
+
+def bf16_ulp(x: float) -> float:
+    return 2.0 ** (math.floor(math.log2(x)) - 7) if x > 0 else 2.0 ** -133
+
+
+def agreement(eager: dict, other: dict) -> list[dict]:
+    rows = []
+    for key, e in eager.items():
+        e = e.float()
+        o = other[key].float()
+        scale = e.abs().max().item()
+        tol = ULPS * bf16_ulp(scale)
+        diff = (e - o).abs().max().item()
+        top2 = e.topk(2, -1).values
+        decisive = (top2[..., 0] - top2[..., 1]) > tol
+        same = o.argmax(-1) == e.argmax(-1)
+        rows.append({"batch": key[0], "prompt": key[1], "max_abs_diff": diff, "tolerance": tol,
+                     "diff_ulps": diff / bf16_ulp(scale), "positions": decisive.numel(),
+                     "decisive": int(decisive.sum()), "decisive_agree": int((same & decisive).sum()),
+                     "argmax_agree_all": int(same.sum())})
+    return rows
+
+
+def _per(region: dict | None, div: float) -> dict | None:
+    if region is None:
+        return None
+    return {k: region.get(k, 0) / div for k in COUNTERS}
+
+
+def counted(out: Path, mode: str, cspec: dict) -> list[dict] | None:
+    """Per-token counters (decode and prefill, Linear and the rest) for each batch size."""
+    path = out / f"counts-{mode}.json"
+    if not path.is_file():
+        return None
+    regions = json.loads(path.read_text()).get("regions", {})
+    rows = []
+    p, steps = cspec["prompts"][0], cspec["steps"]
+    for i, b in enumerate(cspec["batches"]):
+        g = lambda kind: regions.get(str(region_id(kind, i)))  # noqa: E731
+        if g(DECODE_REST) is None:
+            continue
+        dec_l, dec_r = _per(g(DECODE_LINEAR), steps * b), _per(g(DECODE_REST), steps * b)
+        pre_l, pre_r = _per(g(PREFILL_LINEAR), b * p), _per(g(PREFILL_REST), b * p)
+        # The estimate wants one step: a decode step of b tokens, a prefill of b*p tokens.
+        scale = lambda d, n: {k: v * n for k, v in d.items()} if d else None  # noqa: E731
+        dec_est = estimate.step_estimate(scale(dec_l, b), scale(dec_r, b), b)
+        pre_est = estimate.step_estimate(scale(pre_l, b * p), scale(pre_r, b * p), b * p)
+        rows.append({"batch": b, "prompt": p, "decode_linear": dec_l, "decode_rest": dec_r,
+                     "prefill_linear": pre_l, "prefill_rest": pre_r,
+                     "est_decode_tok_s": dec_est["tok_s"], "est_decode": dec_est,
+                     "est_prefill_tok_s": pre_est["tok_s"], "est_prefill": pre_est})
+    return rows
+
+
+def _fmt_n(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def write(out: Path) -> int:
+    import torch
+
+    spec_path = out / "spec.json"
+    if not spec_path.is_file():
+        print(f"rvv_inductor demo: {out} has no spec.json (run the demo first)")
+        return 1
+    spec = json.loads(spec_path.read_text())
+    cspec = json.loads((out / "spec-count.json").read_text())
+    results = {m: json.loads((out / f"result-{m}.json").read_text())
+               for m in spec["modes"] if (out / f"result-{m}.json").is_file()}
+    if "eager" not in results:
+        print(f"rvv_inductor demo: {out} has no eager result")
+        return 1
+    eager = torch.load(out / "logits-eager.pt")
+    rep = {"spec": spec, "modes": {}, "board_numbers_tok_s": estimate.BOARD_NUMBERS,
+           "k1_model": {"clock_hz": estimate.K1_CLOCK_HZ, "dlen": estimate.K1_DLEN, "cores": estimate.K1_CORES,
+                        "dram_bytes_s": estimate.K1_DRAM_BYTES_S, "cpi_scalar": estimate.CPI_SCALAR}}
+    ok = True
+    for mode, r in results.items():
+        m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "rss_peak_kib", "rss_model_kib",
+                                   "param_bytes", "packed_bytes", "routing", "workloads", "threads")}
+        m["artifacts"] = len(r["artifacts"]) if "artifacts" in r else r.get("graphs")
+        if mode != "eager":
+            m["agreement"] = agreement(eager, torch.load(out / f"logits-{mode}.pt"))
+            for a in m["agreement"]:
+                a["ok"] = a["decisive_agree"] == a["decisive"] and (not spec["quick"] or a["max_abs_diff"] <= a["tolerance"])
+                ok &= a["ok"]
+        m["counts"] = counted(out, mode, cspec)
+        rep["modes"][mode] = m
+    b0 = spec["batches"][0]
+    rep["bandwidth_bound_tok_s"] = {b: estimate.bandwidth_bound_tok_s(results["eager"]["param_bytes"], b)
+                                    for b in spec["batches"]}
+    (out / "report.json").write_text(json.dumps(rep, indent=1))
+    _write_csv(out, rep)
+    text = render(rep)
+    (out / "report.txt").write_text(text)
+    print(text)
+    try:
+        _plot(out, rep)
+    except ImportError as e:
+        print(f"(no plot: {e})")
+    if not ok:
+        print("AGREEMENT FAILED: a compiled mode disagrees with eager beyond the stated tolerance")
+    return 0 if ok else 1
+
+
+def _write_csv(out: Path, rep: dict) -> None:
+    cols = ["mode", "batch", "prompt", "emulated_prefill_s", "emulated_decode_step_s", "max_abs_logit_diff",
+            "diff_bf16_ulps", "decisive_positions", "decisive_agree", "compile_s", "artifacts", "rss_peak_mib",
+            "param_bytes", "packed_bytes", "decode_insns_per_token_linear", "decode_insns_per_token_rest",
+            "decode_dram_bytes_per_token", "count_prompt", "est_k1_decode_tok_s", "est_k1_prefill_tok_s"]
+    with open(out / "report.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for mode, m in rep["modes"].items():
+            agr = {(a["batch"], a["prompt"]): a for a in m.get("agreement") or []}
+            cnt = {c["batch"]: c for c in m["counts"] or []}
+            for wl in m["workloads"]:
+                a = agr.get((wl["batch"], wl["prompt"]), {})
+                c = cnt.get(wl["batch"])  # counted once per batch size, at the counting prompt length
+                dl, dr = (c or {}).get("decode_linear"), (c or {}).get("decode_rest")
+                dram = sum((d or {}).get(k, 0) for d in (dl, dr) for k in ("dram_read_bytes", "dram_write_bytes"))
+                w.writerow([mode, wl["batch"], wl["prompt"], f"{wl['prefill_s']:.3f}",
+                            f"{wl['decode_step_median_s']:.3f}", a.get("max_abs_diff", 0.0),
+                            f"{a.get('diff_ulps', 0.0):.2f}", a.get("decisive", ""), a.get("decisive_agree", ""),
+                            f"{m['compile_s']:.1f}", m["artifacts"], f"{m['rss_peak_kib'] / 1024:.0f}",
+                            m["param_bytes"], m["packed_bytes"], f"{dl['insns']:.0f}" if dl else "",
+                            f"{dr['insns']:.0f}" if dr else "", f"{dram:.0f}" if c else "",
+                            c["prompt"] if c else "", f"{c['est_decode_tok_s']:.3f}" if c else "", f"{c['est_prefill_tok_s']:.2f}" if c else ""])
+
+
+def render(rep: dict) -> str:
+    s = rep["spec"]
+    emu = "emulated under QEMU, not RISC-V speed" if s.get("emulated") else "measured on this machine"
+    L = [f"rvv_inductor demo report -- Qwen2 architecture, {s['source']}",
+         f"dims {s['dims']}",
+         f"batches {s['batches']}, prompts {s['prompts']}, {s['steps']} decode steps; Inductor cache "
+         f"{'warm (--keep-cache)' if s.get('warm_cache') else 'cold'}", ""]
+    L.append(f"Compile and memory (wall times {emu}):")
+    L.append(f"  {'mode':9} {'compile s':>10} {'artifacts':>9} {'peak RSS':>10} {'params':>10} {'packed':>10}")
+    for mode, m in rep["modes"].items():
+        L.append(f"  {mode:9} {m['compile_s']:10.1f} {m['artifacts'] or 0:9d} {m['rss_peak_kib'] / 1024:8.0f} MiB "
+                 f"{m['param_bytes'] / 2**20:6.0f} MiB {m['packed_bytes'] / 2**20:6.0f} MiB")
+    modes = rep["modes"]
+    if "regional" in modes and "whole" in modes and modes["whole"]["compile_s"] > 0:
+        ratio = modes["regional"]["compile_s"] / modes["whole"]["compile_s"]
+        L.append(f"  regional / whole-model compile time: {ratio:.2f} (goal <= 0.33)")
+    L.append("  compile s = first pass (every compile) minus the same work run warm; peak RSS includes the "
+             "emulator's own memory when emulated; 'packed' = RVVLinear's packed weights, which replace the "
+             "originals (tied embeddings keep theirs).")
+    L.append("")
+    L.append(f"Agreement with eager (teacher-forced logits; tolerance {ULPS} BF16 ulps of the largest logit; "
+             "greedy tokens compared where eager's top-2 margin exceeds it):")
+    for mode, m in modes.items():
+        for a in m.get("agreement") or []:
+            L.append(f"  {mode:9} batch {a['batch']} prompt {a['prompt']:4}: max |diff| {a['max_abs_diff']:.4g} "
+                     f"({a['diff_ulps']:.1f} ulps), greedy equal on {a['decisive_agree']}/{a['decisive']} decisive "
+                     f"positions ({a['argmax_agree_all']}/{a['positions']} overall) {'ok' if a['ok'] else 'FAIL'}")
+    L.append("")
+    L.append("Layer routing:")
+    for mode in ("regional", "whole"):
+        if mode in modes:
+            r = modes[mode]["routing"]
+            L.append(f"  {mode}: {len(r['rvv'])} on RVV, {len(r['fallback'])} fell back")
+            L += [f"    RVV   {x}" for x in r["rvv"][:12]] + (["    ..."] if len(r["rvv"]) > 12 else [])
+            L += [f"    kept  {x}" for x in r["fallback"][:12]] + (["    ..."] if len(r["fallback"]) > 12 else [])
+    L.append("")
+    L.append(f"Emulated wall time per workload ({emu}):")
+    for mode, m in modes.items():
+        for wl in m["workloads"]:
+            L.append(f"  {mode:9} batch {wl['batch']} prompt {wl['prompt']:4}: prefill {wl['prefill_s']:8.2f} s, "
+                     f"decode step {wl['decode_step_median_s']:7.2f} s (median)")
+    L.append("")
+    have_counts = any(m["counts"] for m in modes.values())
+    if have_counts:
+        L.append("Counted work per token (rvvcount QEMU plugin, one thread; Linear = the Linear modules' calls, "
+                 "rest = everything else in the step, Python included; whole-model: not separable):")
+        L.append(f"  {'mode':9} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
+                 f"{'pre insns/tok':>13} | {'EST. K1 decode tok/s':>20} {'EST. prefill tok/s':>18}")
+        for mode, m in modes.items():
+            for c in m["counts"] or []:
+                dl, dr = c["decode_linear"], c["decode_rest"]
+                dram = sum((d or {}).get(k, 0) for d in (dl, dr) for k in ("dram_read_bytes", "dram_write_bytes"))
+                pre = sum((d or {}).get("insns", 0) for d in (c["prefill_linear"], c["prefill_rest"]))
+                L.append(f"  {mode:9} {c['batch']:5d} {_fmt_n(dl['insns'] if dl else None):>16} "
+                         f"{_fmt_n(dr['insns']):>14} {_fmt_n(dram):>10} {_fmt_n(pre):>13} | "
+                         f"{c['est_decode_tok_s']:20.3f} {c['est_prefill_tok_s']:18.2f}")
+        k = rep["k1_model"]
+        L.append(f"  ESTIMATE, not a measurement: {k['clock_hz'] / 1e9:.1f} GHz in-order, DLEN {k['dlen']}, "
+                 f"Linear on {k['cores']} cores, the rest on 1, DRAM {k['dram_bytes_s'] / 1e9:.1f} GB/s overlapping "
+                 "compute (python/rvv_inductor/demo/estimate.py).")
+    else:
+        L.append("Counted work per token: not measured in this run (scripts/demo runs the counting pass under the "
+                 "rvvcount QEMU plugin; it is skipped with --no-count and on riscv64 hosts).")
+    bb = ", ".join(f"batch {b}: {v:.2f}" for b, v in rep["bandwidth_bound_tok_s"].items())
+    L.append(f"  Bandwidth ceiling (all BF16 parameters streamed once per step at 10.7 GB/s): {bb} tok/s")
+    L.append("  Board numbers to beat (measured on the BPI-F3, Qwen2.5-1.5B): "
+             + "; ".join(f"{n} {v:.2f} tok/s" for n, v in rep["board_numbers_tok_s"]))
+    return "\n".join(L) + "\n"
+
+
+def _plot(out: Path, rep: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = rep["modes"]
+    names = list(modes)
+    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    ax[0][0].bar(names, [modes[m]["compile_s"] for m in names], color="tab:orange")
+    ax[0][0].set_title("compile wall time, s (emulated)")
+    for i, m in enumerate(names):
+        ax[0][0].annotate(f"{modes[m]['artifacts'] or 0} artifacts", (i, modes[m]["compile_s"]), ha="center",
+                          va="bottom", fontsize=8)
+    ax[0][1].bar(names, [modes[m]["rss_peak_kib"] / 1024 for m in names], color="tab:blue", label="peak RSS")
+    ax[0][1].bar(names, [modes[m]["packed_bytes"] / 2**20 for m in names], color="tab:green", label="packed weights")
+    ax[0][1].set_title("memory, MiB")
+    ax[0][1].legend(fontsize=8)
+    counted_modes = [m for m in names if modes[m]["counts"]]
+    if counted_modes:
+        b0 = {m: modes[m]["counts"][0] for m in counted_modes}
+        lin = [(b0[m]["decode_linear"] or {}).get("insns", 0) for m in counted_modes]
+        rest = [b0[m]["decode_rest"]["insns"] for m in counted_modes]
+        ax[1][0].bar(counted_modes, lin, label="Linear", color="tab:red")
+        ax[1][0].bar(counted_modes, rest, bottom=lin, label="rest (whole-model: all)", color="tab:gray")
+        ax[1][0].set_yscale("log")
+        ax[1][0].set_title(f"executed instructions per decode token, batch {b0[counted_modes[0]]['batch']}")
+        ax[1][0].legend(fontsize=8)
+        width = 0.8 / len(counted_modes)
+        for j, m in enumerate(counted_modes):
+            bs = [c["batch"] for c in modes[m]["counts"]]
+            ax[1][1].bar([i + j * width for i in range(len(bs))], [c["est_decode_tok_s"] for c in modes[m]["counts"]],
+                         width, label=f"{m} (ESTIMATE)")
+        ax[1][1].set_xticks([i + 0.4 - width / 2 for i in range(len(bs))], [f"batch {b}" for b in bs])
+        for n, v in rep["board_numbers_tok_s"]:
+            ax[1][1].axhline(v, ls="--", lw=0.8, color="black")
+            ax[1][1].annotate(f"board: {n}", (0, v), fontsize=6, va="bottom")
+        ax[1][1].set_title("ESTIMATED K1 decode tok/s (model, not measured)")
+        ax[1][1].legend(fontsize=8)
+    else:
+        for a in ax[1]:
+            a.text(0.5, 0.5, "no instruction counts in this run", ha="center", transform=a.transAxes)
+    fig.suptitle(f"rvv_inductor demo: {rep['spec']['source']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "report.png", dpi=110)
+    plt.close(fig)
