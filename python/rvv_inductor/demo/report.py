@@ -166,7 +166,7 @@ def render(rep: dict) -> str:
     if "regional" in modes and "whole" in modes and modes["whole"]["compile_s"] > 0:
         ratio = modes["regional"]["compile_s"] / modes["whole"]["compile_s"]
         L.append(f"  regional / whole-model compile time: {ratio:.2f} (goal <= 0.33)")
-    L.append("  compile s = first pass (every compile) minus the same work run warm; peak RSS includes the "
+    L.append("  compile s = Dynamo's compile timer (every compile, also recompiles during generation; else the first pass minus the same work warm); peak RSS includes the "
              "emulator's own memory when emulated; 'packed' = RVVLinear's packed weights, which replace the "
              "originals (tied embeddings keep theirs).")
     L.append("")
