@@ -108,7 +108,6 @@ def write(out: Path) -> int:
                 ok &= a["ok"]
         m["counts"] = counted(out, mode, cspec)
         rep["modes"][mode] = m
-    b0 = spec["batches"][0]
     rep["bandwidth_bound_tok_s"] = {b: estimate.bandwidth_bound_tok_s(results["eager"]["param_bytes"], b)
                                     for b in spec["batches"]}
     (out / "report.json").write_text(json.dumps(rep, indent=1))
