@@ -88,7 +88,7 @@ def make_spec(a) -> dict:
     spec["vocab_size"] = cfg["vocab_size"]
     spec["n_params_expected"] = models.param_count({**cfg, "num_key_value_heads": cfg.get("num_key_value_heads",
                                                                                          cfg["num_attention_heads"])})
-    spec["mem_needed_bytes"] = models.check_memory(spec["n_params_expected"])
+    spec["mem_needed_bytes"] = models.check_memory(spec["n_params_expected"], modes)
     spec["dims"] = {k: cfg.get(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
                                           "num_attention_heads", "num_key_value_heads", "vocab_size",
                                           "tie_word_embeddings")}

@@ -178,14 +178,18 @@ def mem_available_bytes() -> int | None:
     return None
 
 
-def check_memory(n_params: int) -> int:
-    """Each mode runs in its own process, one after the other. The largest holds the BF16
-    weights, their packed copy (regional) or Inductor's frozen constants (whole-model),
-    and ~1.5 GiB of torch, Inductor and (under emulation) QEMU. Returns the estimate."""
-    need = int(2.2 * 2 * n_params + 1.5 * 2**30)
+def check_memory(n_params: int, modes=("eager", "regional", "whole")) -> int:
+    """Each mode runs in its own process, one after the other. Measured peaks at 1.5B
+    dimensions (bench/results/demo-qwen2.5-1.5b), in BF16 parameter bytes: eager 1.7x,
+    regional 2.3x (weights, packed copies, the tied embedding, packing transients), whole
+    7.3x (freezing folds and packs every weight while the originals stay), plus torch,
+    Inductor and QEMU. Returns the estimate."""
+    factor = 6.5 if "whole" in modes else 2.3
+    need = int(factor * 2 * n_params + 1.5 * 2**30)
     have = mem_available_bytes()
     if have is not None and have < need:
+        hint = " or leave out the whole-model mode (--modes eager,regional)" if "whole" in modes else ""
         raise DemoInputError(f"this model needs about {need / 2**30:.1f} GiB of memory, "
                              f"{have / 2**30:.1f} GiB is available; choose a smaller --config "
-                             "(tiny, small) or fewer --layers")
+                             f"(tiny, small) or fewer --layers{hint}")
     return need
