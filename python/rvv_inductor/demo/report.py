@@ -69,6 +69,12 @@ def counted(out: Path, mode: str, cspec: dict) -> list[dict] | None:
     return rows
 
 
+def _decode_dram_bytes(c: dict) -> float:
+    """DRAM bytes (read + written) per decode token, Linear and the rest together."""
+    return sum((d or {}).get(k, 0) for d in (c["decode_linear"], c["decode_rest"])
+               for k in ("dram_read_bytes", "dram_write_bytes"))
+
+
 def _fmt_n(x: float | None) -> str:
     if x is None:
         return "-"
@@ -139,7 +145,7 @@ def _write_csv(out: Path, rep: dict) -> None:
                 a = agr.get((wl["batch"], wl["prompt"]), {})
                 c = cnt.get(wl["batch"])  # counted once per batch size, at the counting prompt length
                 dl, dr = (c or {}).get("decode_linear"), (c or {}).get("decode_rest")
-                dram = sum((d or {}).get(k, 0) for d in (dl, dr) for k in ("dram_read_bytes", "dram_write_bytes"))
+                dram = _decode_dram_bytes(c) if c else 0
                 w.writerow([mode, wl["batch"], wl["prompt"], f"{wl['prefill_s']:.3f}",
                             f"{wl['decode_step_median_s']:.3f}", a.get("max_abs_diff", 0.0),
                             f"{a.get('diff_ulps', 0.0):.2f}", a.get("decisive", ""), a.get("decisive_agree", ""),
@@ -200,7 +206,7 @@ def render(rep: dict) -> str:
         for mode, m in modes.items():
             for c in m["counts"] or []:
                 dl, dr = c["decode_linear"], c["decode_rest"]
-                dram = sum((d or {}).get(k, 0) for d in (dl, dr) for k in ("dram_read_bytes", "dram_write_bytes"))
+                dram = _decode_dram_bytes(c)
                 pre = sum((d or {}).get("insns", 0) for d in (c["prefill_linear"], c["prefill_rest"]))
                 L.append(f"  {mode:9} {c['batch']:5d} {_fmt_n(dl['insns'] if dl else None):>16} "
                          f"{_fmt_n(dr['insns']):>14} {_fmt_n(dram):>10} {_fmt_n(pre):>13} | "
