@@ -217,6 +217,9 @@ class LinearReport:
     functional: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
     param_bytes: int = 0      # BF16 bytes of the weights that were packed
     packed_bytes: int = 0     # bytes of their packed buffers (incl. padding)
+    # Packed copies of the `functional` weights, built at their first call; unlike
+    # packed_bytes these come on top of the originals, which the module's forward reads.
+    functional_packed_bytes: int = 0
 
     @property
     def packed_overhead(self) -> float:
@@ -227,6 +230,9 @@ class LinearReport:
                  f"{len(self.fell_back)} kept as they were; packed {self.packed_bytes / 2**20:.1f} MiB for "
                  f"{self.param_bytes / 2**20:.1f} MiB of BF16 weights (+{100 * self.packed_overhead:.2f}%)"]
         lines += [f"  RVV   {name}  N={n} K={k}" for name, n, k in self.taken]
+        if self.functional:
+            lines.append(f"  + {self.functional_packed_bytes / 2**20:.1f} MiB of packed copies for F.linear weights "
+                         "(built at first call, in addition to the originals)")
         lines += [f"  RVV   {name}  N={n} K={k} (F.linear in a custom forward; original weight kept, packed "
                   "copy extra)" for name, n, k in self.functional]
         lines += [f"  kept  {name}  ({why})" for name, why in self.fell_back]
@@ -236,14 +242,18 @@ class LinearReport:
 def compile_linears(model: torch.nn.Module, *, gate=None) -> LinearReport:
     """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear, and route
     the F.linear calls of other modules on their own 2-D BF16 weights (functional_linear);
-    return a report of what was taken, what was kept, and why."""
+    return a report of what was taken, what was kept, and why.
+
+    ``gate`` decides which weight shapes are worth a compiled region: by default
+    ``Gate.regional()`` (N, K >= 128), with the keys set in ``RVV_INDUCTOR_REGIONAL_GATE``
+    ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``."""
     from . import functional_linear
     import rvv_inductor
     from .inductor.micro_gemm import block_n_for
     from .inductor.routing import Gate
 
-    gate = gate or Gate.from_env()
-    rvv_inductor.enable(gate=gate)
+    gate = gate or Gate.from_env("RVV_INDUCTOR_REGIONAL_GATE", Gate.regional())
+    rvv_inductor.enable()  # the whole-graph gate (enable's) is not this one
     info = cpu.effective()
     nb = block_n_for(info.vlen) if info.has_v else 64
     report = LinearReport()
@@ -289,6 +299,7 @@ def compile_linears(model: torch.nn.Module, *, gate=None) -> LinearReport:
                 else:
                     admitted.append(pname)
                     report.functional.append((full, n, k))
+                    report.functional_packed_bytes += -(-n // nb) * nb * k * 2  # packed.pack's [N/nb, K, nb]
             if admitted:
                 functional_linear.install(mod, admitted, nb, gate)
     log.info("%s", report)

@@ -71,6 +71,9 @@ def test_too_little_memory(tmp_path):
     (["--batch", "0"], 2, "positive integers"),
     (["--config", "qwen9"], 2, "invalid choice"),
     (["--steps", "0"], 3, "--steps"),
+    (["--count-layers", "2,1"], 3, "A < B"),
+    (["--count-layers", "1,2,3"], 3, "A < B"),
+    (["--config", "tiny", "--count-layers", "1,3"], 3, "<= 2 (the model's depth)"),
 ])
 def test_bad_arguments(tmp_path, args, code, needle):
     assert_clean_error(demo(*args, "--out", str(tmp_path)), code, needle)
@@ -124,3 +127,25 @@ def test_estimate_arithmetic():
     assert e["rest_s"] == pytest.approx(1.0)
     assert e["tok_s"] == pytest.approx(1.0)
     assert estimate.bandwidth_bound_tok_s(3.1e9, 1) == pytest.approx(10.7 / 3.1)
+
+
+def test_count_extrapolation(tmp_path):
+    """Counts at 1 and 3 layers give the counts at 28: fixed + 28 * per_layer, per counter."""
+    def counts(layers):
+        return {"regions": {"1": {"insns": 1000 + layers * 50, "dram_read_bytes": 7 + layers * 2, "calls": 3},
+                            "2": {"insns": 5 * layers}}}
+    runs = [{"spec": "spec-count-L1.json", "tag": "-L1", "layers": 1},
+            {"spec": "spec-count-L3.json", "tag": "-L3", "layers": 3}]
+    cspec = {"runs": runs, "dims": {"num_hidden_layers": 28}}
+    assert report.load_regions(tmp_path, "eager", cspec) is None  # nothing counted yet
+    (tmp_path / "counts-eager-L1.json").write_text(json.dumps(counts(1)))
+    assert report.load_regions(tmp_path, "eager", cspec) is None  # one of the two runs is missing
+    (tmp_path / "counts-eager-L3.json").write_text(json.dumps(counts(3)))
+    got = report.load_regions(tmp_path, "eager", cspec)
+    assert got["1"]["insns"] == pytest.approx(1000 + 28 * 50)
+    assert got["1"]["dram_read_bytes"] == pytest.approx(7 + 28 * 2)
+    assert got["2"]["insns"] == pytest.approx(5 * 28) and got["2"]["vbeats"] == 0
+    # Without --count-layers the single run is used as counted.
+    (tmp_path / "counts-eager.json").write_text(json.dumps(counts(28)))
+    one = report.load_regions(tmp_path, "eager", {"dims": {"num_hidden_layers": 28}})
+    assert one["1"]["insns"] == 1000 + 28 * 50

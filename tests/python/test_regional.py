@@ -79,6 +79,28 @@ def test_report_and_packed_memory(compiled):
     assert "RVV" in str(report)
 
 
+def test_regional_gate_is_its_own(compiled, monkeypatch):
+    from rvv_inductor.inductor import routing
+
+    # compile_linears used the regional gate (N, K >= 128) and left enable()'s seed gate alone.
+    assert routing.get_gate() == routing.Gate()
+    assert routing.Gate.regional().check(1, 128, 896) is None  # Qwen2.5-0.5B GQA k/v
+    assert routing.Gate.regional().check(1, 64, 1024) == "N=64 < 128"
+    assert routing.Gate().check(1, 256, 1024) == "N=256 < 1024"
+    # The user's override narrows it; the keys it does not set keep the regional defaults.
+    monkeypatch.setenv("RVV_INDUCTOR_REGIONAL_GATE", "min_n=4096")
+    report = regional.compile_linears(make())
+    assert report.taken == []
+    assert dict(report.fell_back)["up"] == "gate: N=2048 < 4096"
+    monkeypatch.setenv("RVV_INDUCTOR_REGIONAL_GATE", "min_k=2048")
+    report = regional.compile_linears(make())
+    assert [n for n, _, _ in report.taken] == ["down"]
+    for bad, msg in (("min_x=1", "unknown key"), ("min_n=lots", "not a number"), ("min_k=-1", ">= 0")):
+        monkeypatch.setenv("RVV_INDUCTOR_REGIONAL_GATE", bad)
+        with pytest.raises(ValueError, match=f"RVV_INDUCTOR_REGIONAL_GATE.*{msg}"):
+            regional.compile_linears(make())
+
+
 def test_buckets_artifacts_and_results(compiled):
     model, ref, _ = compiled
     torch.manual_seed(1)
@@ -224,6 +246,8 @@ def test_functional_linear_layers(compiled):
 
     check_layer(model.proj, ref.proj, x)
     assert state.calls_rvv == 1 and (2048, 1024, 1, True) in regional.artifact_keys()
+    # The report announced the packed copy's size before it was built.
+    assert report.functional_packed_bytes == state.packed_bytes() >= 2048 * 1024 * 2
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     # In-place update, new Parameter, load_state_dict: never stale, never recompiled.
     with torch.no_grad():

@@ -32,6 +32,9 @@ check "rv64 without a command" nonzero "no command given" "$repo/scripts/rv64"
 check "rv64 rejects a missing RV64_QEMU" nonzero "is not an executable" env RV64_QEMU=/nonexistent "$repo/scripts/rv64" true
 check "rv64 rejects an RV64_QEMU that is not QEMU" nonzero "is not a qemu-riscv64" env RV64_QEMU=/bin/true "$repo/scripts/rv64" true
 check "demo rejects an unsupported VLEN" nonzero "VLEN must be one of" "$repo/scripts/demo" --vlen 300 --out "$sandbox/demo"
+check "demo rejects --count-jobs 0" nonzero "positive integer" "$repo/scripts/demo" --count-jobs 0 --out "$sandbox/demo"
+check "demo rejects --count-only with --no-count" nonzero "contradict" "$repo/scripts/demo" --count-only --no-count --out "$sandbox/demo"
+check "demo --count-only needs an earlier run" nonzero "has no spec-count.json" "$repo/scripts/demo" --count-only --out "$sandbox/demo"
 check "setup rejects unknown options" nonzero "unknown option" "$repo/scripts/setup" --frobnicate
 check "old kernel: clear message" nonzero "needs >= 6.7" \
   steps 'uname() { echo 6.1.0-13-amd64; }; rvv_check_kernel'

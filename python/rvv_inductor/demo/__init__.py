@@ -54,6 +54,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--count-steps", type=int, default=2, help="decode steps in the counting runs (scripts/demo)")
     p.add_argument("--count-prompt", type=int, default=0,
                    help="prompt length in the counting runs (default: the shortest --prompt)")
+    p.add_argument("--count-layers", type=_ints, metavar="A,B",
+                   help="count at A and B decoder layers (same dimensions) and extrapolate linearly to the "
+                        "model's depth; for deep --config models whose full-depth counting would take hours "
+                        "under emulation")
     p.add_argument("--report-only", action="store_true", help="rewrite the report from OUT's results")
     return p
 
@@ -92,7 +96,21 @@ def make_spec(a) -> dict:
     spec["dims"] = {k: cfg.get(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
                                           "num_attention_heads", "num_key_value_heads", "vocab_size",
                                           "tie_word_embeddings")}
+    count_runs(a, spec)  # a bad --count-layers fails here, before anything runs
     return spec
+
+
+def count_runs(a, spec: dict) -> list[dict]:
+    """The counting runs --count-layers asks for (none without it)."""
+    if not a.count_layers:
+        return []
+    depth = spec["dims"]["num_hidden_layers"]
+    if spec.get("config") is None:
+        raise models.DemoInputError("--count-layers applies to --config models, not to a checkpoint")
+    if len(a.count_layers) != 2 or not a.count_layers[0] < a.count_layers[1] <= depth:
+        raise models.DemoInputError(f"--count-layers needs two layer counts A < B <= {depth} (the model's depth), "
+                                    f"got {','.join(map(str, a.count_layers))}")
+    return [{"spec": f"spec-count-L{n}.json", "tag": f"-L{n}", "layers": n} for n in a.count_layers]
 
 
 def _run_worker(mode: str, spec_path: Path, out: Path, env: dict) -> int:
@@ -136,6 +154,13 @@ def main(argv: list[str]) -> int:
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
     count_spec = dict(spec, count=True, prompts=[a.count_prompt or min(spec["prompts"])], steps=a.count_steps, threads=1,
                       batches=spec["batches"][:4])
+    # One counting run per entry; with --count-layers, two shallower models whose counts the
+    # report extrapolates to the full depth (report.counted).
+    runs = count_runs(a, spec)
+    for run in runs:
+        shallow = dict(count_spec, config=dict(spec["config"], num_hidden_layers=run["layers"]))
+        (out / run["spec"]).write_text(json.dumps(shallow, indent=1))
+    count_spec["runs"] = runs or [{"spec": "spec-count.json", "tag": "", "layers": spec["dims"]["num_hidden_layers"]}]
     (out / "spec-count.json").write_text(json.dumps(count_spec, indent=1))
 
     print(f"rvv_inductor demo: Qwen2 architecture, {spec['source']}; ~{spec['n_params_expected'] / 1e6:.0f}M "

@@ -44,12 +44,35 @@ def _per(region: dict | None, div: float) -> dict | None:
     return {k: region.get(k, 0) / div for k in COUNTERS}
 
 
+def extrapolate(shallow: dict, deep: dict, a: int, b: int, depth: int) -> dict:
+    """Per-region counters at `depth` layers from counts at `a` < `b` layers. The decoder
+    layers are identical, so every counter is fixed + layers * per_layer, exactly (up to
+    Python noise): per_layer = (c_b - c_a) / (b - a). Weight traffic is linear too, since
+    a layer's weights (>= 40 MB at 1.5B dimensions) are far beyond the modelled caches."""
+    return {rid: {k: shallow[rid].get(k, 0) + (depth - a) * (deep[rid].get(k, 0) - shallow[rid].get(k, 0)) / (b - a)
+                  for k in COUNTERS}
+            for rid in shallow if rid in deep}
+
+
+def load_regions(out: Path, mode: str, cspec: dict) -> dict | None:
+    """The counted regions of `mode`, extrapolated to the model's depth when the counting
+    runs used fewer layers (--count-layers)."""
+    runs = cspec.get("runs") or [{"tag": "", "layers": cspec["dims"]["num_hidden_layers"]}]
+    paths = [out / f"counts-{mode}{r['tag']}.json" for r in runs]
+    if not all(p.is_file() for p in paths):
+        return None
+    regions = [json.loads(p.read_text()).get("regions", {}) for p in paths]
+    if len(runs) == 1:
+        return regions[0]
+    return extrapolate(regions[0], regions[1], runs[0]["layers"], runs[1]["layers"],
+                       cspec["dims"]["num_hidden_layers"])
+
+
 def counted(out: Path, mode: str, cspec: dict) -> list[dict] | None:
     """Per-token counters (decode and prefill, Linear and the rest) for each batch size."""
-    path = out / f"counts-{mode}.json"
-    if not path.is_file():
+    regions = load_regions(out, mode, cspec)
+    if regions is None:
         return None
-    regions = json.loads(path.read_text()).get("regions", {})
     rows = []
     p, steps = cspec["prompts"][0], cspec["steps"]
     for i, b in enumerate(cspec["batches"]):
@@ -99,7 +122,8 @@ def write(out: Path) -> int:
         print(f"rvv_inductor demo: {out} has no eager result")
         return 1
     eager = torch.load(out / "logits-eager.pt")
-    rep = {"spec": spec, "modes": {}, "board_numbers_tok_s": estimate.BOARD_NUMBERS,
+    rep = {"spec": spec, "count_spec": {k: cspec.get(k) for k in ("prompts", "steps", "batches", "runs")},
+           "modes": {}, "board_numbers_tok_s": estimate.BOARD_NUMBERS,
            "k1_model": {"clock_hz": estimate.K1_CLOCK_HZ, "dlen": estimate.K1_DLEN, "cores": estimate.K1_CORES,
                         "dram_bytes_s": estimate.K1_DRAM_BYTES_S, "cpi_scalar": estimate.CPI_SCALAR}}
     ok = True
@@ -199,8 +223,12 @@ def render(rep: dict) -> str:
     L.append("")
     have_counts = any(m["counts"] for m in modes.values())
     if have_counts:
-        L.append("Counted work per token (rvvcount QEMU plugin, one thread; Linear = the Linear modules' calls, "
-                 "rest = everything else in the step, Python included; whole-model: not separable):")
+        runs = rep["count_spec"].get("runs") or []
+        how = (f"counted at {runs[0]['layers']} and {runs[1]['layers']} layers and extrapolated linearly to "
+               f"{s['dims']['num_hidden_layers']}, " if len(runs) == 2 else "")
+        L.append(f"Counted work per token ({how}rvvcount QEMU plugin, one thread, prompt "
+                 f"{rep['count_spec']['prompts'][0]}; Linear = the Linear modules' calls, rest = everything else "
+                 "in the step, Python included; whole-model: not separable):")
         L.append(f"  {'mode':9} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
                  f"{'pre insns/tok':>13} | {'EST. K1 decode tok/s':>20} {'EST. prefill tok/s':>18}")
         for mode, m in modes.items():

@@ -108,7 +108,11 @@ def _generate(model, decode, cache, prompt, steps, teacher, counter=None, bi=0):
         t0 = time.perf_counter()
         if counter:
             counter.begin(region_id(DECODE_REST, bi), region_id(DECODE_LINEAR, bi))
-        out = decode(input_ids=tokens[-1][:, None], past_key_values=cache,
+        # A fresh [B, 1] tensor: a column sliced from the teacher tokens has other strides
+        # than an argmax result, and the whole-model graph (dynamic=False) guards on strides.
+        ids = torch.empty(b, 1, dtype=torch.long)
+        ids[:, 0] = tokens[-1]
+        out = decode(input_ids=ids, past_key_values=cache,
                      cache_position=torch.tensor([p + i]), use_cache=True, logits_to_keep=1)
         logits.append(out.logits[:, -1])
         if counter:
@@ -161,7 +165,9 @@ def run(spec: dict, mode: str) -> dict:
     res["prepare_s"] = time.perf_counter() - t0
 
     teacher = None
-    if mode != "eager":
+    if mode != "eager" and not spec.get("count"):
+        # Counting runs compare no logits, so they decode greedily on their own and need
+        # no eager run (their model may even be shallower, see --count-layers).
         teacher = torch.load(out_dir / "tokens-eager.pt")
     counter = RegionCounter(model, hook_linears=mode != "whole") if spec.get("count") else None
 

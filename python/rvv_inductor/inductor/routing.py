@@ -57,24 +57,40 @@ class Gate:
     min_k: int = 1024
 
     @classmethod
-    def from_env(cls) -> Gate:
-        raw = os.environ.get("RVV_INDUCTOR_GATE", "").strip()
+    def regional(cls) -> Gate:
+        """The default for ``compile_linears``. The seed's N, K >= 1024 gate is about a
+        whole-graph compile, where every admitted shape costs a template compile and
+        autotuning in the seed; in the regional runtime one artifact per shape serves
+        every layer, so the only question is whether a call beats ATen. ATen's BF16
+        linear executes ~20 instructions per multiply-add here (bench/results: 60.4M for
+        1536x2048), the packed kernel ~0.11, and a compiled region adds a fixed Python /
+        guard / wrapper cost of the order of 1e5 instructions per call (estimated, not
+        measured per shape). That breaks even near N*K = 64*64 and wins clearly from
+        128*128, which admits every projection of Qwen2.5-0.5B/1.5B, GQA k/v included.
+        M is not limited: regional calls split M > 128 into chunks."""
+        return cls(min_mnk=0, max_m=1 << 62, min_n=128, min_k=128)
+
+    @classmethod
+    def from_env(cls, var: str = "RVV_INDUCTOR_GATE", default: Gate | None = None) -> Gate:
+        """``default`` (the seed's gate when None) with the keys set in ``$var``."""
+        base = default or cls()
+        raw = os.environ.get(var, "").strip()
         if not raw:
-            return cls()
+            return base
         kwargs = {}
         for item in raw.split(","):
             key, _, value = item.partition("=")
             key = key.strip()
             if key not in {f.name for f in dataclasses.fields(cls)}:
-                raise ValueError(f"RVV_INDUCTOR_GATE: unknown key {key!r} (min_mnk, max_m, min_n, min_k)")
+                raise ValueError(f"{var}: unknown key {key!r} (min_mnk, max_m, min_n, min_k)")
             try:
                 num = float(value)
             except ValueError:
-                raise ValueError(f"RVV_INDUCTOR_GATE: {key}={value!r} is not a number") from None
+                raise ValueError(f"{var}: {key}={value!r} is not a number") from None
             if num < 0:
-                raise ValueError(f"RVV_INDUCTOR_GATE: {key} must be >= 0")
+                raise ValueError(f"{var}: {key} must be >= 0")
             kwargs[key] = num if key == "min_mnk" else int(num)
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs)
 
     def check(self, m: int, n: int, k: int) -> str | None:
         """None when the shape passes, else the reason it does not."""
