@@ -276,8 +276,11 @@ def _plot(out: Path, rep: dict) -> None:
         b0 = {m: modes[m]["counts"][0] for m in counted_modes}
         lin = [(b0[m]["decode_linear"] or {}).get("insns", 0) for m in counted_modes]
         rest = [b0[m]["decode_rest"]["insns"] for m in counted_modes]
-        ax[1][0].bar(counted_modes, lin, label="Linear", color="tab:red")
-        ax[1][0].bar(counted_modes, rest, bottom=lin, label="rest (whole-model: all)", color="tab:gray")
+        # Side by side, not stacked: on a log axis a stacked bar hides the smaller part.
+        xs = range(len(counted_modes))
+        ax[1][0].bar([x - 0.2 for x in xs], [v or float("nan") for v in lin], 0.4, label="Linear", color="tab:red")
+        ax[1][0].bar([x + 0.2 for x in xs], rest, 0.4, label="rest (whole-model: all)", color="tab:gray")
+        ax[1][0].set_xticks(list(xs), counted_modes)
         ax[1][0].set_yscale("log")
         ax[1][0].set_title(f"executed instructions per decode token, batch {b0[counted_modes[0]]['batch']}")
         ax[1][0].legend(fontsize=8)
@@ -287,11 +290,11 @@ def _plot(out: Path, rep: dict) -> None:
             ax[1][1].bar([i + j * width for i in range(len(bs))], [c["est_decode_tok_s"] for c in modes[m]["counts"]],
                          width, label=f"{m} (ESTIMATE)")
         ax[1][1].set_xticks([i + 0.4 - width / 2 for i in range(len(bs))], [f"batch {b}" for b in bs])
-        for n, v in rep["board_numbers_tok_s"]:
-            ax[1][1].axhline(v, ls="--", lw=0.8, color="black")
-            ax[1][1].annotate(f"board: {n}", (0, v), fontsize=6, va="bottom")
+        styles = ["--", ":", "-.", (0, (5, 1))]
+        for i, (n, v) in enumerate(rep["board_numbers_tok_s"]):
+            ax[1][1].axhline(v, ls=styles[i % len(styles)], lw=0.9, color="black", label=f"board: {n} ({v:.2f})")
         ax[1][1].set_title("ESTIMATED K1 decode tok/s (model, not measured)")
-        ax[1][1].legend(fontsize=8)
+        ax[1][1].legend(fontsize=6, loc="upper left")
     else:
         for a in ax[1]:
             a.text(0.5, 0.5, "no instruction counts in this run", ha="center", transform=a.transAxes)
