@@ -96,7 +96,7 @@ def make_spec(a) -> dict:
     spec["dims"] = {k: cfg.get(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
                                           "num_attention_heads", "num_key_value_heads", "vocab_size",
                                           "tie_word_embeddings")}
-    count_runs(a, spec)  # a bad --count-layers fails here, before anything runs
+    spec["count_runs"] = count_runs(a, spec)  # a bad --count-layers fails here, before anything runs
     return spec
 
 
@@ -156,7 +156,7 @@ def main(argv: list[str]) -> int:
                       batches=spec["batches"][:4])
     # One counting run per entry; with --count-layers, two shallower models whose counts the
     # report extrapolates to the full depth (report.counted).
-    runs = count_runs(a, spec)
+    runs = spec["count_runs"]
     for run in runs:
         shallow = dict(count_spec, config=dict(spec["config"], num_hidden_layers=run["layers"]))
         (out / run["spec"]).write_text(json.dumps(shallow, indent=1))
