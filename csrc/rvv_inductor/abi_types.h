@@ -21,14 +21,22 @@ enum {
   RVV_ERR_BUFFER_TOO_SMALL = -7 /* a caller-provided buffer is smaller than needed */
 };
 
-/* Element types. */
-enum { RVV_DTYPE_NONE = 0, RVV_DTYPE_BF16 = 1, RVV_DTYPE_F32 = 2 };
+/* Element types. Also the weight formats of a packed layout: BF16 (2-byte elements),
+ * INT8 and INT4 (quantized, with 16-bit scales of RVV_DTYPE_BF16 or RVV_DTYPE_F16). */
+enum {
+  RVV_DTYPE_NONE = 0,
+  RVV_DTYPE_BF16 = 1,
+  RVV_DTYPE_F32 = 2,
+  RVV_DTYPE_F16 = 3,
+  RVV_DTYPE_INT8 = 4,
+  RVV_DTYPE_INT4 = 5
+};
 
 /* Which implementation a call ran (or would run). */
 enum { RVV_PATH_SCALAR = 0, RVV_PATH_RVV = 1, RVV_PATH_RVV_ZVFBF = 2 };
 
 #define RVV_PACKED_MAGIC 0x4B505652u /* "RVPK" as little-endian bytes */
-#define RVV_PACKED_VERSION 1u
+#define RVV_PACKED_VERSION 2u
 
 /* Describes a weight W[N, K] packed as [ceil(N/nb)][K][nb] (see packing.h). */
 typedef struct rvv_packed_layout {
@@ -43,7 +51,15 @@ typedef struct rvv_packed_layout {
   int32_t vlenb;      /* VLEN/8 that nb was chosen for (0: no vector unit); informational */
   int32_t lmul;       /* e32 LMUL whose VLMAX nb equals at that vlenb; informational */
   int32_t reserved;   /* 0 */
+  int64_t bytes;       /* storage of the packed data in bytes, scales and zero points included */
+  int32_t group_size;  /* quantized: K rows sharing one scale (a group); 0 for bf16 */
+  int32_t scale_dtype; /* quantized: RVV_DTYPE_BF16 or RVV_DTYPE_F16; 0 for bf16 */
+  int32_t zero_points; /* quantized: 1 when every group stores a zero point per column */
+  int32_t reserved2;   /* 0 */
 } rvv_packed_layout;
+
+/* Which C struct rvv_abi_sizeof is asked about (ctypes mirrors check their size). */
+enum { RVV_ABI_PACKED_LAYOUT = 1, RVV_ABI_CPU_FEATURES = 2 };
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,16 @@ int rvv_kernel_path(void);
 /* Preferred block width nb for this CPU (2 * vlenb; 64 without V). */
 int64_t rvv_preferred_nb(void);
 
+/* Block width nb the kernels prefer at a given vlenb (VLEN/8; 0: no vector unit). The
+ * one definition of the policy; rvv_preferred_nb is this at the running CPU's vlenb. */
+int64_t rvv_nb_for_vlenb(int vlenb);
+/* Fills *layout with the descriptor of a bf16 W[n, k] packed with block width nb (the
+ * same descriptor rvv_pack_bf16 writes). */
+int rvv_make_layout(int64_t n, int64_t k, int64_t nb, rvv_packed_layout* layout);
+/* sizeof of the C struct RVV_ABI_* (0 for an unknown code), so that language bindings
+ * can check their mirrors of the structs. */
+size_t rvv_abi_sizeof(int which);
+
 /* Elements (uint16_t) of W[n, k] packed with block width nb, in *elements. */
 int rvv_packed_size(int64_t n, int64_t k, int64_t nb, int64_t* elements);
 /* Packs W[n, k] (row stride ldw) into out (out_elements >= packed size) and fills

@@ -57,6 +57,7 @@ inline PackedLayout make_packed_layout(int64_t N, int64_t K, int64_t nb, int vle
   l.num_blocks = num_blocks(N, nb);
   l.elements = packed_size(N, K, nb);
   l.dtype = RVV_DTYPE_BF16;
+  l.bytes = l.elements >= 0 ? l.elements * int64_t(sizeof(uint16_t)) : -1;
   l.vlenb = vlenb > 0 ? vlenb : 0;
   // LMUL with VLMAX(e32) == nb at this vlenb, when there is one.
   l.lmul = 0;
@@ -87,7 +88,8 @@ inline Status validate_packed_layout(const PackedLayout& l, int64_t N, int64_t K
                 "packed layout: block width nb=%lld, the kernel expects nb=%lld; repack the weight with that nb",
                 (long long)l.nb, (long long)expected_nb);
   const int64_t elements = packed_size(l.n, l.k, l.nb);
-  if (elements < 0 || l.num_blocks != num_blocks(l.n, l.nb) || l.elements != elements)
+  if (elements < 0 || l.num_blocks != num_blocks(l.n, l.nb) || l.elements != elements ||
+      l.bytes != elements * int64_t(sizeof(uint16_t)))
     return fail(bad, err, err_len,
                 "packed layout: inconsistent fields (N=%lld K=%lld nb=%lld num_blocks=%lld elements=%lld)",
                 (long long)l.n, (long long)l.k, (long long)l.nb, (long long)l.num_blocks, (long long)l.elements);

@@ -51,6 +51,27 @@ int rvv_kernel_path(void) { return int(select_kernel_path(effective_cpu())); }
 
 int64_t rvv_preferred_nb(void) { return preferred_nb(effective_cpu()); }
 
+int64_t rvv_nb_for_vlenb(int vlenb) { return preferred_nb_for_vlenb(vlenb); }
+
+int rvv_make_layout(int64_t n, int64_t k, int64_t nb, rvv_packed_layout* layout) {
+  if (!layout) return error(Status::kNullPointer, "rvv_make_layout: layout is NULL");
+  if (packed_size(n, k, nb) < 0) {
+    std::snprintf(t_last_error, kErrLen, "rvv_make_layout: invalid n=%lld k=%lld nb=%lld", (long long)n, (long long)k,
+                  (long long)nb);
+    return int(Status::kBadShape);
+  }
+  *layout = make_packed_layout(n, k, nb, effective_cpu().vlenb);
+  return finish(Status::kOk);
+}
+
+size_t rvv_abi_sizeof(int which) {
+  switch (which) {
+    case RVV_ABI_PACKED_LAYOUT: return sizeof(rvv_packed_layout);
+    case RVV_ABI_CPU_FEATURES: return sizeof(rvv_cpu_features);
+  }
+  return 0;
+}
+
 int rvv_packed_size(int64_t n, int64_t k, int64_t nb, int64_t* elements) {
   if (!elements) return error(Status::kNullPointer, "rvv_packed_size: elements is NULL");
   const int64_t e = packed_size(n, k, nb);

@@ -19,7 +19,9 @@ class PackedLayout(ctypes.Structure):
     _fields_ = [("magic", ctypes.c_uint32), ("version", ctypes.c_uint32), ("n", ctypes.c_int64),
                 ("k", ctypes.c_int64), ("nb", ctypes.c_int64), ("num_blocks", ctypes.c_int64),
                 ("elements", ctypes.c_int64), ("dtype", ctypes.c_int32), ("vlenb", ctypes.c_int32),
-                ("lmul", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+                ("lmul", ctypes.c_int32), ("reserved", ctypes.c_int32), ("bytes", ctypes.c_int64),
+                ("group_size", ctypes.c_int32), ("scale_dtype", ctypes.c_int32),
+                ("zero_points", ctypes.c_int32), ("reserved2", ctypes.c_int32)]
 
 
 RVV_DTYPE_BF16, RVV_DTYPE_F32 = 1, 2
@@ -52,7 +54,7 @@ def _check(rc: int, what: str) -> None:
         raise PackingError(f"{what}: {buf.value.decode() or f'status {rc}'}")
 
 
-RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 1  # abi_types.h
+RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2  # abi_types.h
 
 
 def layout_for(n: int, k: int, nb: int) -> PackedLayout:
@@ -60,7 +62,8 @@ def layout_for(n: int, k: int, nb: int) -> PackedLayout:
     The kernel validates it against the call, so a wrong one is an error, not a crash."""
     blocks = -(-n // nb)
     return PackedLayout(magic=RVV_PACKED_MAGIC, version=RVV_PACKED_VERSION, n=n, k=k, nb=nb,
-                        num_blocks=blocks, elements=blocks * k * nb, dtype=RVV_DTYPE_BF16)
+                        num_blocks=blocks, elements=blocks * k * nb, dtype=RVV_DTYPE_BF16,
+                        bytes=blocks * k * nb * 2)
 
 
 def pack(weight: torch.Tensor, nb: int) -> torch.Tensor:

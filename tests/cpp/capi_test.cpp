@@ -2,6 +2,7 @@
 // through it, and bad input giving an error code and a message instead of a crash.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -19,6 +20,24 @@ std::string last_error() {
   char buf[512];
   rvv_last_error(buf, sizeof buf);
   return buf;
+}
+
+TEST(CApi, PolicyAndStructSizes) {
+  // nb is 2 * vlenb (VLMAX of e32 at LMUL 8), 64 without a vector unit.
+  EXPECT_EQ(rvv_nb_for_vlenb(32), 64);
+  EXPECT_EQ(rvv_nb_for_vlenb(16), 32);
+  EXPECT_EQ(rvv_nb_for_vlenb(128), 256);
+  EXPECT_EQ(rvv_nb_for_vlenb(0), 64);
+  rvv_cpu_features cpu;
+  ASSERT_EQ(rvv_effective_cpu(&cpu, nullptr, 0), 0);
+  EXPECT_EQ(rvv_preferred_nb(), rvv_nb_for_vlenb(rvv_kernel_path() == RVV_PATH_SCALAR ? 0 : cpu.vlenb));
+  EXPECT_EQ(rvv_abi_sizeof(RVV_ABI_PACKED_LAYOUT), sizeof(rvv_packed_layout));
+  EXPECT_EQ(rvv_abi_sizeof(RVV_ABI_CPU_FEATURES), sizeof(rvv_cpu_features));
+  EXPECT_EQ(rvv_abi_sizeof(0), 0u);
+  rvv_packed_layout l;
+  EXPECT_EQ(rvv_make_layout(-1, 4, 64, &l), RVV_ERR_BAD_SHAPE);
+  EXPECT_NE(last_error().find("invalid"), std::string::npos);
+  EXPECT_EQ(rvv_make_layout(4, 4, 64, nullptr), RVV_ERR_NULL_POINTER);
 }
 
 TEST(CApi, PackRunUnpack) {
@@ -49,6 +68,11 @@ TEST(CApi, PackRunUnpack) {
         << last_error();
     EXPECT_TRUE(check_output(ref, y16.data(), DType::kBF16, N, m, N, 0, N));
   }
+  // The descriptor rvv_make_layout gives is the one packing wrote.
+  rvv_packed_layout made;
+  ASSERT_EQ(rvv_make_layout(N, K, nb, &made), RVV_OK) << last_error();
+  EXPECT_EQ(std::memcmp(&made, &layout, sizeof made), 0);
+  EXPECT_EQ(made.bytes, elements * 2);
   std::vector<uint16_t> back(static_cast<size_t>(N * K));
   ASSERT_EQ(rvv_unpack_bf16(packed.data(), &layout, back.data(), K, int64_t(back.size())), RVV_OK);
   EXPECT_EQ(back, w);
