@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   p.K = K;
   p.x = x.get();
   p.ldx = K;
-  p.weight_format = packed ? ri::WeightFormat::kPacked : ri::WeightFormat::kRowMajor;
+  p.weight_layout = packed ? ri::WeightLayout::kPacked : ri::WeightLayout::kRowMajor;
   p.w = w.get();
   p.layout = packed ? &layout : nullptr;
   p.ldw = K;

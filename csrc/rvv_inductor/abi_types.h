@@ -32,8 +32,9 @@ enum {
   RVV_DTYPE_INT4 = 5
 };
 
-/* Which implementation a call ran (or would run). */
-enum { RVV_PATH_SCALAR = 0, RVV_PATH_RVV = 1, RVV_PATH_RVV_ZVFBF = 2 };
+/* Which implementation a call ran (or would run): the ISA variants of the kernel table
+ * (kernel_table.inl), plus the portable scalar code. */
+enum { RVV_PATH_SCALAR = 0, RVV_PATH_RVV = 1, RVV_PATH_RVV_ZVFBF = 2, RVV_PATH_RVV_ZVFH = 3 };
 
 #define RVV_PACKED_MAGIC 0x4B505652u /* "RVPK" as little-endian bytes */
 #define RVV_PACKED_VERSION 2u

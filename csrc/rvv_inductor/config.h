@@ -8,12 +8,20 @@
 // rvv_inductor::isa_rv64gc::foo are different functions, and code still calls
 // rvv_inductor::foo. Plain data types (abi_types.h, types.h) have no code and stay outside.
 //
-// Only the V and BF16 extensions split the namespace. A TU that adds other flags
-// (say Zvfh) still lands in isa_rvv; the kernels here do not use those extensions.
+// The V, Zvfh and BF16 extensions split the namespace, one per ISA variant of the kernel
+// table (kernel_isas.inl). A TU that adds other flags lands in the namespace of the
+// strongest of these it has.
 #pragma once
 
 #if defined(__riscv_v) && __riscv_v >= 1000000 && defined(__riscv_vector)
 #define RVV_INDUCTOR_HAS_RVV 1
+// Zvfh implies Zfhmin (scalar f16 loads and moves), which the f16 kernels use for their
+// vfwmacc.vf scalar operand.
+#if defined(__riscv_zvfh)
+#define RVV_INDUCTOR_HAS_ZVFH 1
+#else
+#define RVV_INDUCTOR_HAS_ZVFH 0
+#endif
 #if defined(__riscv_zvfbfmin) && defined(__riscv_zvfbfwma)
 #define RVV_INDUCTOR_HAS_ZVFBFMIN 1
 #define RVV_INDUCTOR_HAS_ZVFBFWMA 1
@@ -22,6 +30,10 @@
 #define RVV_INDUCTOR_HAS_ZVFBFMIN 1
 #define RVV_INDUCTOR_HAS_ZVFBFWMA 0
 #define RVV_INDUCTOR_ISA_NS isa_rvv_zvfbfmin
+#elif RVV_INDUCTOR_HAS_ZVFH
+#define RVV_INDUCTOR_HAS_ZVFBFMIN 0
+#define RVV_INDUCTOR_HAS_ZVFBFWMA 0
+#define RVV_INDUCTOR_ISA_NS isa_rvv_zvfh
 #else
 #define RVV_INDUCTOR_HAS_ZVFBFMIN 0
 #define RVV_INDUCTOR_HAS_ZVFBFWMA 0
@@ -29,6 +41,7 @@
 #endif
 #else
 #define RVV_INDUCTOR_HAS_RVV 0
+#define RVV_INDUCTOR_HAS_ZVFH 0
 #define RVV_INDUCTOR_HAS_ZVFBFMIN 0
 #define RVV_INDUCTOR_HAS_ZVFBFWMA 0
 #if defined(__riscv)

@@ -66,8 +66,10 @@ inline PackedLayout make_packed_layout(int64_t N, int64_t K, int64_t nb, int vle
   return l;
 }
 
-// Checks that `l` describes a bf16 weight of shape [N, K] packed with block width
-// `expected_nb` (0: any nb). Rejects anything else with kLayoutMismatch and a message.
+// Checks that `l` describes a weight of shape [N, K] packed with block width `expected_nb`
+// (0: any nb). Rejects anything else with kLayoutMismatch and a message. For the quantized
+// formats this checks the fields they share with bf16; validate_layout (quant_packing.h)
+// checks everything.
 inline Status validate_packed_layout(const PackedLayout& l, int64_t N, int64_t K, int64_t expected_nb,
                                      char* err = nullptr, size_t err_len = 0) {
   const Status bad = Status::kLayoutMismatch;
@@ -77,9 +79,9 @@ inline Status validate_packed_layout(const PackedLayout& l, int64_t N, int64_t K
   if (l.version != RVV_PACKED_VERSION)
     return fail(bad, err, err_len, "packed layout: version %u, this library reads version %u; repack the weight",
                 unsigned(l.version), unsigned(RVV_PACKED_VERSION));
-  if (l.dtype != RVV_DTYPE_BF16)
-    return fail(bad, err, err_len, "packed layout: dtype code %d, the kernels expect bf16 (%d)", int(l.dtype),
-                int(RVV_DTYPE_BF16));
+  if (l.dtype != RVV_DTYPE_BF16 && l.dtype != RVV_DTYPE_INT8 && l.dtype != RVV_DTYPE_INT4)
+    return fail(bad, err, err_len, "packed layout: weight format code %d is not bf16 (%d), int8 (%d) or int4 (%d)",
+                int(l.dtype), int(RVV_DTYPE_BF16), int(RVV_DTYPE_INT8), int(RVV_DTYPE_INT4));
   if (l.n != N || l.k != K)
     return fail(bad, err, err_len, "packed layout: weight is [N=%lld, K=%lld], the call expects [N=%lld, K=%lld]",
                 (long long)l.n, (long long)l.k, (long long)N, (long long)K);
@@ -89,7 +91,7 @@ inline Status validate_packed_layout(const PackedLayout& l, int64_t N, int64_t K
                 (long long)l.nb, (long long)expected_nb);
   const int64_t elements = packed_size(l.n, l.k, l.nb);
   if (elements < 0 || l.num_blocks != num_blocks(l.n, l.nb) || l.elements != elements ||
-      l.bytes != elements * int64_t(sizeof(uint16_t)))
+      (l.dtype == RVV_DTYPE_BF16 && l.bytes != elements * int64_t(sizeof(uint16_t))))
     return fail(bad, err, err_len,
                 "packed layout: inconsistent fields (N=%lld K=%lld nb=%lld num_blocks=%lld elements=%lld)",
                 (long long)l.n, (long long)l.k, (long long)l.nb, (long long)l.num_blocks, (long long)l.elements);
@@ -132,6 +134,9 @@ inline Status unpack_bf16(const uint16_t* packed, const PackedLayout& l, uint16_
                           size_t err_len = 0) {
   const Status s = validate_packed_layout(l, l.n, l.k, 0, err, err_len);
   if (s != Status::kOk) return s;
+  if (l.dtype != RVV_DTYPE_BF16)
+    return fail(Status::kLayoutMismatch, err, err_len, "unpack_bf16: the layout holds a quantized weight (format %d)",
+                int(l.dtype));
   if (ldw < l.k)
     return fail(Status::kBadShape, err, err_len, "unpack_bf16: ldw=%lld < K=%lld", (long long)ldw, (long long)l.k);
   if (l.elements > 0 && (!packed || !W)) return fail(Status::kNullPointer, err, err_len, "unpack_bf16: null pointer");

@@ -1,7 +1,7 @@
-// C++ names for the ABI types plus the argument structs the kernels take. Plain data
+// C++ names for the ABI types plus the operand struct every kernel takes. Plain data
 // only: no constructors, default member initialisers or inline functions, so these types
 // can cross between translation units compiled for different ISAs (see config.h).
-// Value-initialise them (`PackedLinearArgs a{};`) to get zeros.
+// Value-initialise them (`LinearOperands a{};`) to get zeros.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,9 +21,21 @@ enum class Status : int {
   kBufferTooSmall = RVV_ERR_BUFFER_TOO_SMALL,
 };
 
-enum class DType : int32_t { kNone = RVV_DTYPE_NONE, kBF16 = RVV_DTYPE_BF16, kF32 = RVV_DTYPE_F32 };
+enum class DType : int32_t {
+  kNone = RVV_DTYPE_NONE,
+  kBF16 = RVV_DTYPE_BF16,
+  kF32 = RVV_DTYPE_F32,
+  kF16 = RVV_DTYPE_F16,
+  kInt8 = RVV_DTYPE_INT8,
+  kInt4 = RVV_DTYPE_INT4,
+};
 
-enum class KernelPath : int { kScalar = RVV_PATH_SCALAR, kRvv = RVV_PATH_RVV, kRvvZvfbf = RVV_PATH_RVV_ZVFBF };
+enum class KernelPath : int {
+  kScalar = RVV_PATH_SCALAR,
+  kRvv = RVV_PATH_RVV,
+  kRvvZvfbf = RVV_PATH_RVV_ZVFBF,
+  kRvvZvfh = RVV_PATH_RVV_ZVFH,
+};
 
 using PackedLayout = rvv_packed_layout;
 
@@ -33,39 +45,39 @@ struct BlockRange {
   int64_t end;
 };
 
-// Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias[n]) for n in the column blocks
-// [block_begin, block_end) of width nb, with W packed as [ceil(N/nb)][K][nb].
-// Arguments are trusted here: the dispatcher (linear.h) validates them.
-struct PackedLinearArgs {
-  int64_t M, N, K;
-  const uint16_t* x;  // bf16 bits, row m at x + m * ldx
-  int64_t ldx;
-  const uint16_t* w;  // packed bf16 bits
-  int64_t nb;
-  const void* bias;  // N values of bias_dtype, or nullptr
-  DType bias_dtype;
-  void* y;  // y_dtype (kF32 or kBF16), row m at y + m * ldy elements
-  int64_t ldy;
-  DType y_dtype;
-  int64_t block_begin, block_end;
-  float* scratch;  // >= M * K floats, or nullptr to let the kernel allocate
-};
+// How the weight operand is stored: packed blocks (packing.h, quant_packing.h) or a plain
+// row-major bf16 W[N, K].
+enum class WeightLayout : int32_t { kPacked = 0, kRowMajor = 1 };
 
-// The same product with W row-major [N, K] (row n at w + n * ldw), for the columns
-// [n_begin, n_end).
-struct RowMajorLinearArgs {
+// The one operand set of a Linear call, used by the dispatcher's callers (as
+// LinearProblem) and, after validation, by every kernel:
+//   Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias[n])   for m < M and n in the column blocks
+//   [block_begin, block_end) of width nb.
+// Y outside those columns is not touched, so threads can share one Y. The weight's format
+// (bf16, int8, int4), group size, scale dtype and zero points are in *layout for packed
+// weights; row-major weights are bf16. Value-initialise (`LinearOperands p{};`) and fill in.
+struct LinearOperands {
   int64_t M, N, K;
-  const uint16_t* x;
+  const uint16_t* x;  // bf16 bits; row m at x + m * ldx (ldx >= K when M > 1)
   int64_t ldx;
-  const uint16_t* w;
-  int64_t ldw;
-  const void* bias;
+  WeightLayout weight_layout;
+  const void* w;               // packed data, or row-major bf16 W[N, K]
+  const PackedLayout* layout;  // packed: describes w, must match N and K
+  int64_t ldw;                 // row-major: row stride of W (>= K when N > 1)
+  // Width of the blocks the range counts. Packed: 0 or layout->nb (a different value is
+  // rejected, so a caller compiled for one nb cannot run a weight packed with another).
+  // Row-major: any width, 0 meaning 1. Kernels see the resolved value (packed: layout->nb,
+  // row-major: 1, with the range in columns).
+  int64_t nb;
+  const void* bias;  // N values of bias_dtype (kBF16 or kF32), or nullptr
   DType bias_dtype;
-  void* y;
+  void* y;  // y_dtype (kF32 or kBF16); row m at y + m * ldy elements (ldy >= N when M > 1)
   int64_t ldy;
   DType y_dtype;
-  int64_t n_begin, n_end;
-  float* scratch;  // >= K floats, or nullptr
+  int64_t block_begin, block_end;  // block_end < 0: through the last block (kernels: resolved)
+  float* scratch;                  // optional, linear_scratch_floats(M, K) floats, per thread
+  int64_t scratch_floats;
 };
+using LinearProblem = LinearOperands;
 
 }  // namespace rvv_inductor

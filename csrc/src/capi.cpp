@@ -10,6 +10,7 @@
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/markers.h"
 #include "rvv_inductor/packing.h"
+#include "rvv_inductor/quant_packing.h"
 
 namespace {
 
@@ -112,7 +113,7 @@ int rvv_unpack_bf16(const uint16_t* packed, const rvv_packed_layout* layout, uin
 
 int rvv_validate_layout(const rvv_packed_layout* layout, int64_t n, int64_t k, int64_t nb) {
   if (!layout) return error(Status::kNullPointer, "rvv_validate_layout: layout is NULL");
-  const Status s = validate_packed_layout(*layout, n, k, nb, t_last_error, kErrLen);
+  const Status s = validate_layout(*layout, n, k, nb, t_last_error, kErrLen);
   return s == Status::kOk ? finish(s) : int(s);
 }
 
@@ -139,7 +140,7 @@ int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
   p.K = k;
   p.x = x;
   p.ldx = ldx;
-  p.weight_format = WeightFormat::kPacked;
+  p.weight_layout = WeightLayout::kPacked;
   p.w = w_packed;
   p.layout = layout;
   p.nb = nb;
@@ -162,7 +163,7 @@ int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t 
   p.K = k;
   p.x = x;
   p.ldx = ldx;
-  p.weight_format = WeightFormat::kRowMajor;
+  p.weight_layout = WeightLayout::kRowMajor;
   p.w = w;
   p.ldw = ldw;
   p.bias = bias;

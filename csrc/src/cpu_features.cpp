@@ -117,7 +117,13 @@ bool probe_in_child(Probe what, int* vlenb_out) {
         __asm__ volatile(".option push\n.option arch, +v, +zvfbfwma\nvsetivli zero, 4, e16, mf2, ta, ma\nvfwmaccbf16.vv v2, v1, v3\n.option pop" ::: "v1", "v2", "v3");
         break;
       case Probe::kZvfh:
-        __asm__ volatile(".option push\n.option arch, +v, +zvfh\nvsetivli zero, 4, e16, m1, ta, ma\nvfadd.vv v2, v1, v1\n.option pop" ::: "v1", "v2");
+        // What the fp16 kernels execute: a scalar f16 move (Zfhmin, which Zvfh implies; QEMU
+        // 7.2 runs vector f16 code without it unless Zfh=true), int8 -> f16 widening
+        // conversion, and the f16 widening multiply-add with a scalar operand.
+        __asm__ volatile(
+            ".option push\n.option arch, +v, +zvfh, +zfhmin\nfmv.h.x ft0, zero\n"
+            "vsetivli zero, 4, e8, mf2, ta, ma\nvfwcvt.f.xu.v v2, v1\n"
+            "vsetivli zero, 4, e16, m1, ta, ma\nvfwmacc.vf v4, ft0, v2\n.option pop" ::: "ft0", "v1", "v2", "v4");
         break;
     }
     ssize_t w = write(fds[1], &vlenb, sizeof vlenb);

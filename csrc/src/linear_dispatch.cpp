@@ -2,23 +2,83 @@
 // (-march=rv64gc): it only calls into the vector TUs after detection confirmed V.
 #include "rvv_inductor/linear.h"
 
+#include <initializer_list>
+
 #include "kernel_entries.h"
 #include "rvv_inductor/bf16.h"
 #include "rvv_inductor/error.h"
 #include "rvv_inductor/packing.h"
+#include "rvv_inductor/quant_packing.h"
 #include "rvv_inductor/ref/linear_ref.h"
 
 namespace rvv_inductor {
 namespace {
 
-const detail::KernelSet* vector_kernels(KernelPath path) {
+struct IsaVariant {
+  const char* name;
+  KernelPath path;
+  bool (*supported)(const rvv_cpu_features&);
+  const detail::KernelSet& (*set)();
+};
+
 #if defined(RVV_INDUCTOR_WITH_RVV_KERNELS)
-  if (path == KernelPath::kRvvZvfbf) return &detail::kernels_rvv_zvfbf();
-  if (path == KernelPath::kRvv) return &detail::kernels_rvv();
+#define RVV_ISA(isa, march, p, req)                                              \
+  {#isa, KernelPath::p, [](const rvv_cpu_features& c) {                          \
+     const int has_v = c.has_v, has_zvfh = c.has_zvfh, has_zvfbfmin = c.has_zvfbfmin, \
+               has_zvfbfwma = c.has_zvfbfwma;                                    \
+     (void)has_zvfh, (void)has_zvfbfmin, (void)has_zvfbfwma;                     \
+     return bool req;                                                            \
+   }, &detail::kernels_##isa},
+constexpr IsaVariant kVariants[] = {
+#include "rvv_inductor/kernel_isas.inl"
+};
+#undef RVV_ISA
+constexpr size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 #else
-  (void)path;
+constexpr IsaVariant* kVariants = nullptr;
+constexpr size_t kNumVariants = 0;
 #endif
+
+// The caller's features intersected with what the CPU really has: the struct may be made up.
+rvv_cpu_features usable(const rvv_cpu_features& cpu) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  rvv_cpu_features u = hw;
+  u.has_v = cpu.has_v && hw.has_v;
+  u.has_zvfh = u.has_v && cpu.has_zvfh && hw.has_zvfh;
+  u.has_zvfbfmin = u.has_v && cpu.has_zvfbfmin && hw.has_zvfbfmin;
+  u.has_zvfbfwma = u.has_v && cpu.has_zvfbfwma && hw.has_zvfbfwma;
+  return u;
+}
+
+// The strongest variant the CPU supports with a kernel for (format, kind).
+const detail::KernelEntry* find_kernel(DType format, KernelKind kind, const rvv_cpu_features& cpu,
+                                       KernelPath* path) {
+  const rvv_cpu_features u = usable(cpu);
+  for (size_t i = 0; i < kNumVariants; ++i) {
+    if (!kVariants[i].supported(u)) continue;
+    const detail::KernelSet& set = kVariants[i].set();
+    for (size_t e = 0; e < set.count; ++e)
+      if (set.entries[e].format == format && set.entries[e].kind == kind) {
+        if (path) *path = kVariants[i].path;
+        return &set.entries[e];
+      }
+  }
+  if (path) *path = KernelPath::kScalar;
   return nullptr;
+}
+
+// The conversions of the strongest supported variant that has them.
+const detail::KernelSet* convert_set(const rvv_cpu_features& cpu) {
+  const rvv_cpu_features u = usable(cpu);
+  for (size_t i = 0; i < kNumVariants; ++i)
+    if (kVariants[i].supported(u) && kVariants[i].set().bf16_to_f32) return &kVariants[i].set();
+  return nullptr;
+}
+
+KernelKind kind_of(const LinearProblem& p) {
+  if (p.weight_layout == WeightLayout::kRowMajor) return KernelKind::kRowMajor;
+  return p.M == 1 ? KernelKind::kGemv : KernelKind::kGemm;
 }
 
 bool valid_out_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16; }
@@ -55,113 +115,147 @@ Status resolve_range(const LinearProblem& p, int64_t nblocks, int64_t* b0, int64
   return Status::kOk;
 }
 
-Status run_packed(const LinearProblem& p, KernelPath path, char* err, size_t len) {
-  if (!p.layout) return fail(Status::kNullPointer, err, len, "linear_bf16: packed weight without layout");
-  if (p.nb < 0) return fail(Status::kBadShape, err, len, "linear_bf16: nb=%lld < 0", (long long)p.nb);
-  Status s = validate_packed_layout(*p.layout, p.N, p.K, p.nb, err, len);
-  if (s != Status::kOk) return s;
-  if (p.layout->elements > 0 && !p.w) return fail(Status::kNullPointer, err, len, "linear_bf16: packed weight is null");
-  PackedLinearArgs a{};
-  s = resolve_range(p, p.layout->num_blocks, &a.block_begin, &a.block_end, err, len);
-  if (s != Status::kOk) return s;
-  if (p.M == 0 || a.block_begin == a.block_end) return Status::kOk;
-  a.M = p.M;
-  a.N = p.N;
-  a.K = p.K;
-  a.x = p.x;
-  a.ldx = p.ldx;
-  a.w = p.w;
-  a.nb = p.layout->nb;
-  a.bias = p.bias;
-  a.bias_dtype = p.bias_dtype;
-  a.y = p.y;
-  a.ldy = p.ldy;
-  a.y_dtype = p.y_dtype;
-  a.scratch = p.scratch;
-  const detail::KernelSet* vk = vector_kernels(path);
-  s = vk ? vk->linear_packed(a) : ref::linear_bf16_packed_ref(a);
+Status run_kernel(const LinearOperands& a, const rvv_cpu_features& cpu, DType format, KernelPath* used, char* err,
+                  size_t len) {
+  KernelPath path;
+  const detail::KernelEntry* k = find_kernel(format, kind_of(a), cpu, &path);
+  if (used) *used = path;
+  Status s;
+  if (k) s = k->fn(a);
+  else if (a.weight_layout == WeightLayout::kRowMajor) s = ref::linear_bf16_rowmajor_ref(a);
+  else if (format == DType::kBF16) s = ref::linear_bf16_packed_ref(a);
+  else s = ref::linear_quant_packed_ref(a);
   return s == Status::kOk ? s : fail(s, err, len, "linear_bf16: %s", status_name(s));
 }
 
-Status run_rowmajor(const LinearProblem& p, KernelPath path, char* err, size_t len) {
+Status run_packed(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used, char* err, size_t len) {
+  if (!p.layout) return fail(Status::kNullPointer, err, len, "linear_bf16: packed weight without layout");
+  if (p.nb < 0) return fail(Status::kBadShape, err, len, "linear_bf16: nb=%lld < 0", (long long)p.nb);
+  Status s = validate_layout(*p.layout, p.N, p.K, p.nb, err, len);
+  if (s != Status::kOk) return s;
+  if (p.layout->bytes > 0 && !p.w) return fail(Status::kNullPointer, err, len, "linear_bf16: packed weight is null");
+  LinearOperands a = p;
+  s = resolve_range(p, p.layout->num_blocks, &a.block_begin, &a.block_end, err, len);
+  if (s != Status::kOk) return s;
+  if (p.M == 0 || a.block_begin == a.block_end) return Status::kOk;
+  a.nb = p.layout->nb;
+  return run_kernel(a, cpu, DType(p.layout->dtype), used, err, len);
+}
+
+Status run_rowmajor(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used, char* err, size_t len) {
   if (p.N > 1 && p.ldw < p.K)
     return fail(Status::kBadShape, err, len, "linear_bf16: ldw=%lld < K=%lld", (long long)p.ldw, (long long)p.K);
   if (p.N > 0 && p.K > 0 && !p.w) return fail(Status::kNullPointer, err, len, "linear_bf16: weight is null");
   if (p.nb < 0) return fail(Status::kBadShape, err, len, "linear_bf16: nb=%lld < 0", (long long)p.nb);
   const int64_t width = p.nb > 0 ? p.nb : 1;
-  RowMajorLinearArgs a{};
   int64_t b0, b1;
   Status s = resolve_range(p, num_blocks(p.N, width), &b0, &b1, err, len);
   if (s != Status::kOk) return s;
-  a.n_begin = b0 * width;
-  a.n_end = b1 * width < p.N ? b1 * width : p.N;
-  if (p.M == 0 || a.n_begin >= a.n_end) return Status::kOk;
-  a.M = p.M;
-  a.N = p.N;
-  a.K = p.K;
-  a.x = p.x;
-  a.ldx = p.ldx;
-  a.w = p.w;
-  a.ldw = p.ldw;
-  a.bias = p.bias;
-  a.bias_dtype = p.bias_dtype;
-  a.y = p.y;
-  a.ldy = p.ldy;
-  a.y_dtype = p.y_dtype;
-  a.scratch = p.scratch;
-  const detail::KernelSet* vk = vector_kernels(path);
-  s = vk ? vk->linear_rowmajor(a) : ref::linear_bf16_rowmajor_ref(a);
-  return s == Status::kOk ? s : fail(s, err, len, "linear_bf16: %s", status_name(s));
+  // The kernels see the range in columns (block width 1).
+  LinearOperands a = p;
+  a.nb = 1;
+  a.layout = nullptr;
+  a.block_begin = b0 * width;
+  a.block_end = b1 * width < p.N ? b1 * width : p.N;
+  if (p.M == 0 || a.block_begin >= a.block_end) return Status::kOk;
+  return run_kernel(a, cpu, DType::kBF16, used, err, len);
 }
 
 }  // namespace
 
+KernelPath kernel_path_for(DType format, KernelKind kind, const rvv_cpu_features& cpu) {
+  KernelPath path;
+  find_kernel(format, kind, cpu, &path);
+  return path;
+}
+
 KernelPath select_kernel_path(const rvv_cpu_features& cpu) {
-#if defined(RVV_INDUCTOR_WITH_RVV_KERNELS)
-  // Intersect with what the CPU really has: the caller's struct may be made up.
-  rvv_cpu_features hw;
-  rvv_detect_cpu(&hw);
-  const bool v = cpu.has_v && hw.has_v;
-  if (v && cpu.has_zvfbfmin && cpu.has_zvfbfwma && hw.has_zvfbfmin && hw.has_zvfbfwma) return KernelPath::kRvvZvfbf;
-  if (v) return KernelPath::kRvv;
-#else
-  (void)cpu;
-#endif
-  return KernelPath::kScalar;
+  return kernel_path_for(DType::kBF16, KernelKind::kGemv, cpu);
 }
 
 const char* kernel_path_name(KernelPath path) {
-  switch (path) {
-    case KernelPath::kScalar: return "scalar";
-    case KernelPath::kRvv: return "rvv";
-    case KernelPath::kRvvZvfbf: return "rvv_zvfbf";
-  }
+  if (path == KernelPath::kScalar) return "scalar";
+  for (size_t i = 0; i < kNumVariants; ++i)
+    if (kVariants[i].path == path) return kVariants[i].name;
   return "unknown";
+}
+
+size_t list_kernels(const rvv_cpu_features& cpu, KernelInfo* out, size_t cap) {
+  const rvv_cpu_features u = usable(cpu);
+  size_t n = 0;
+  for (size_t i = 0; i < kNumVariants; ++i) {
+    if (!kVariants[i].supported(u)) continue;
+    const detail::KernelSet& set = kVariants[i].set();
+    for (size_t e = 0; e < set.count; ++e, ++n)
+      if (out && n < cap) out[n] = KernelInfo{set.entries[e].name, kVariants[i].path, set.entries[e].format, set.entries[e].kind};
+  }
+  return n;
+}
+
+rvv_cpu_features features_for_path(KernelPath path, int vlenb) {
+  rvv_cpu_features f{};
+  f.is_riscv64 = 1;
+  if (path == KernelPath::kScalar) return f;
+  f.has_v = 1;
+  f.vlenb = vlenb;
+  // Each variant's own requirements: set every extension, keep those its predicate needs.
+  for (size_t i = 0; i < kNumVariants; ++i) {
+    if (kVariants[i].path != path) continue;
+    rvv_cpu_features t = f;
+    for (int* ext : {&t.has_zvfh, &t.has_zvfbfmin, &t.has_zvfbfwma}) {
+      *ext = 0;
+      if (!kVariants[i].supported(t)) *ext = 1;
+    }
+    return t;
+  }
+  return f;
+}
+
+const char* selected_kernel_name(const LinearProblem& p, const rvv_cpu_features& cpu) {
+  DType format = DType::kBF16;
+  if (p.weight_layout == WeightLayout::kPacked) {
+    if (!p.layout) return nullptr;
+    format = DType(p.layout->dtype);
+  }
+  const detail::KernelEntry* k = find_kernel(format, kind_of(p), cpu, nullptr);
+  if (k) return k->name;
+  if (p.weight_layout == WeightLayout::kRowMajor) return "scalar/bf16/rowmajor";
+  switch (format) {
+    case DType::kBF16: return p.M == 1 ? "scalar/bf16/gemv" : "scalar/bf16/gemm";
+    case DType::kInt8: return p.M == 1 ? "scalar/int8/gemv" : "scalar/int8/gemm";
+    case DType::kInt4: return p.M == 1 ? "scalar/int4/gemv" : "scalar/int4/gemm";
+    default: return nullptr;
+  }
 }
 
 int64_t preferred_nb(const rvv_cpu_features& cpu) {
   return preferred_nb_for_vlenb(select_kernel_path(cpu) == KernelPath::kScalar ? 0 : cpu.vlenb);
 }
 
-int64_t linear_scratch_floats(int64_t M, int64_t K) { return (M > 1 ? M : 1) * (K > 0 ? K : 0); }
+// Enough for every format: bf16 needs M * K (x as fp32 panels); the quantized GEMV also
+// keeps an fp16 copy of x and per-group sums (rvv/gemv_quant_packed.h).
+int64_t linear_scratch_floats(int64_t M, int64_t K) { return (M > 1 ? M : 1) * (2 * (K > 0 ? K : 0) + 4); }
 
 Status linear_bf16(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used, char* err, size_t err_len) {
   if (err && err_len) err[0] = '\0';
-  const KernelPath path = select_kernel_path(cpu);
-  if (used) *used = path;
+  if (used) {
+    DType format = DType::kBF16;
+    if (p.weight_layout == WeightLayout::kPacked && p.layout) format = DType(p.layout->dtype);
+    *used = kernel_path_for(format, kind_of(p), cpu);
+  }
   Status s = check_common(p, err, err_len);
   if (s != Status::kOk) return s;
-  switch (p.weight_format) {
-    case WeightFormat::kPacked: return run_packed(p, path, err, err_len);
-    case WeightFormat::kRowMajor: return run_rowmajor(p, path, err, err_len);
+  switch (p.weight_layout) {
+    case WeightLayout::kPacked: return run_packed(p, cpu, used, err, err_len);
+    case WeightLayout::kRowMajor: return run_rowmajor(p, cpu, used, err, err_len);
   }
-  return fail(Status::kBadDtype, err, err_len, "linear_bf16: unknown weight format %d", int(p.weight_format));
+  return fail(Status::kBadDtype, err, err_len, "linear_bf16: unknown weight layout %d", int(p.weight_layout));
 }
 
 Status convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, const rvv_cpu_features& cpu) {
   if (n < 0) return Status::kBadShape;
   if (n > 0 && (!src || !dst)) return Status::kNullPointer;
-  if (const detail::KernelSet* vk = vector_kernels(select_kernel_path(cpu))) {
+  if (const detail::KernelSet* vk = convert_set(cpu)) {
     vk->f32_to_bf16(src, dst, n);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
@@ -172,7 +266,7 @@ Status convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, const rvv
 Status convert_bf16_to_f32(const uint16_t* src, float* dst, int64_t n, const rvv_cpu_features& cpu) {
   if (n < 0) return Status::kBadShape;
   if (n > 0 && (!src || !dst)) return Status::kNullPointer;
-  if (const detail::KernelSet* vk = vector_kernels(select_kernel_path(cpu))) {
+  if (const detail::KernelSet* vk = convert_set(cpu)) {
     vk->bf16_to_f32(src, dst, n);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);

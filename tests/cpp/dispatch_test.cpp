@@ -29,6 +29,13 @@ TEST(Dispatch, PicksThePathTheEmulatorWasConfiguredFor) {
   EXPECT_EQ(path_label(got), path_label(want));
   if (!std::getenv("RVV_INDUCTOR_CPU")) EXPECT_EQ(rvv_kernel_path(), int(want)) << "C ABI agrees";
   EXPECT_EQ(preferred_nb(hw), want == KernelPath::kScalar ? 64 : env_int("RVV_EXPECT_VLEN", 0) / 4);
+  // Quantized weights take the Zvfh variant when the CPU has it (the K1 does).
+  const KernelPath want_q = env_int("RVV_EXPECT_V", 0) != 1        ? KernelPath::kScalar
+                            : env_int("RVV_EXPECT_ZVFH", 0) == 1 ? KernelPath::kRvvZvfh
+                                                                 : KernelPath::kRvv;
+  for (DType f : {DType::kInt8, DType::kInt4})
+    for (KernelKind k : {KernelKind::kGemv, KernelKind::kGemm})
+      EXPECT_EQ(path_label(kernel_path_for(f, k, hw)), path_label(want_q));
 #else
   EXPECT_EQ(got, KernelPath::kScalar) << "no vector kernels on this host";
   EXPECT_EQ(preferred_nb(hw), 64);
@@ -65,7 +72,7 @@ struct Fixture {
     p.K = 16;
     p.x = x.data();
     p.ldx = 16;
-    p.weight_format = WeightFormat::kPacked;
+    p.weight_layout = WeightLayout::kPacked;
     p.w = pw.data();
     p.layout = &pw.layout();
     p.y = y.data();
@@ -104,12 +111,12 @@ TEST(Dispatch, RejectsBadProblemsWithoutWriting) {
        "[3, 2)"},
       {"negative begin", [](LinearProblem& p, Fixture&) { p.block_begin = -1; }, Status::kBadRange, "[-1"},
       {"small scratch", [](LinearProblem& p, Fixture&) { p.scratch = scratch, p.scratch_floats = 4; },
-       Status::kBufferTooSmall, "48 needed"},
+       Status::kBufferTooSmall, "108 needed"},  // linear_scratch_floats(3, 16) = 3 * (2 * 16 + 4)
       {"row-major ldw < K",
-       [](LinearProblem& p, Fixture& f) { p.weight_format = WeightFormat::kRowMajor, p.w = f.w.data(), p.ldw = 3; },
+       [](LinearProblem& p, Fixture& f) { p.weight_layout = WeightLayout::kRowMajor, p.w = f.w.data(), p.ldw = 3; },
        Status::kBadShape, "ldw"},
-      {"weight format", [](LinearProblem& p, Fixture&) { p.weight_format = WeightFormat(7); }, Status::kBadDtype,
-       "weight format"},
+      {"weight layout", [](LinearProblem& p, Fixture&) { p.weight_layout = WeightLayout(7); }, Status::kBadDtype,
+       "weight layout"},
   };
   for (const PathCase& pc : available_paths()) {
     for (const Case& c : cases) {
@@ -137,7 +144,7 @@ TEST(Dispatch, DegenerateShapes) {
       ASSERT_TRUE(run_linear_case({2, 100, 20, packed, DType::kF32, DType::kNone, 8, 0, 4, 4, 4}, pc));
     }
     LinearProblem p{};
-    p.weight_format = WeightFormat::kRowMajor;
+    p.weight_layout = WeightLayout::kRowMajor;
     p.y_dtype = DType::kF32;
     p.block_end = -1;
     EXPECT_EQ(linear_bf16(p, pc.cpu), Status::kOk) << "M = N = K = 0 with null pointers";
@@ -160,7 +167,7 @@ TEST(Dispatch, UsesCallerScratch) {
       p.K = K;
       p.x = x.data();
       p.ldx = K;
-      p.weight_format = WeightFormat::kPacked;
+      p.weight_layout = WeightLayout::kPacked;
       p.w = pw.data();
       p.layout = &pw.layout();
       p.y = y.data();

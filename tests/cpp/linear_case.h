@@ -81,12 +81,12 @@ inline ::testing::AssertionResult run_linear_case(LinearCase c, const PathCase& 
   if (c.packed) {
     if (PackedWeight::pack(w.data(), ldw, c.N, c.K, c.nb, pc.cpu.vlenb, &pw) != Status::kOk)
       return ::testing::AssertionFailure() << "pack failed for " << describe(c);
-    p.weight_format = WeightFormat::kPacked;
+    p.weight_layout = WeightLayout::kPacked;
     p.w = pw.data();
     p.layout = &pw.layout();
     p.nb = c.nb;
   } else {
-    p.weight_format = WeightFormat::kRowMajor;
+    p.weight_layout = WeightLayout::kRowMajor;
     p.w = w.data();
     p.ldw = ldw;
     p.nb = c.nb;

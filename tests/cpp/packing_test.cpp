@@ -94,7 +94,7 @@ TEST(Packing, ValidationRejectsEveryMismatch) {
   cases.push_back({"version", l, 100, 50, 64, "version"});
   l = good;
   l.dtype = RVV_DTYPE_F32;
-  cases.push_back({"dtype", l, 100, 50, 64, "dtype"});
+  cases.push_back({"dtype", l, 100, 50, 64, "weight format"});
   cases.push_back({"N", good, 101, 50, 64, "N=100"});
   cases.push_back({"K", good, 100, 49, 64, "K=50"});
   cases.push_back({"nb", good, 100, 50, 32, "nb=64"});

@@ -38,7 +38,7 @@ TEST(Threading, DisjointBlockRangesOfOnePackedWeight) {
             p.K = K;
             p.x = x.data();
             p.ldx = K;
-            p.weight_format = WeightFormat::kPacked;
+            p.weight_layout = WeightLayout::kPacked;
             p.w = pw.data();
             p.layout = &pw.layout();
             p.nb = nb;

@@ -24,7 +24,7 @@ RVV_INDUCTOR_BEGIN_NAMESPACE
 namespace rvv {
 
 template <class Ops>
-inline Status gemm_bf16_packed_6xm4(const PackedLinearArgs& a) {
+inline Status gemm_bf16_packed_6xm4(const LinearOperands& a) {
   const int64_t M = a.M, K = a.K, nb = a.nb;
   F32Scratch<1024> scratch;
   float* xp = scratch.get(a.scratch, M * K);
@@ -37,7 +37,7 @@ inline Status gemm_bf16_packed_6xm4(const PackedLinearArgs& a) {
   for (int64_t b = a.block_begin; b < a.block_end; ++b) {
     const int64_t n0 = b * nb;
     const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
-    const uint16_t* wb = a.w + b * K * nb;
+    const uint16_t* wb = static_cast<const uint16_t*>(a.w) + b * K * nb;
     for (int64_t j = 0; j < cols;) {
       const size_t vl = __riscv_vsetvl_e32m4(size_t(cols - j));
       const vfloat32m4_t bias = bias_m4<Ops>(a.bias, a.bias_dtype, n0 + j, vl);
@@ -53,13 +53,6 @@ inline Status gemm_bf16_packed_6xm4(const PackedLinearArgs& a) {
   }
   return Status::kOk;
 }
-
-inline Status gemm_bf16_packed_6xm4_rvv(const PackedLinearArgs& a) { return gemm_bf16_packed_6xm4<Bf16Soft>(a); }
-#if RVV_INDUCTOR_HAS_ZVFBFMIN
-inline Status gemm_bf16_packed_6xm4_rvv_zvfbfmin(const PackedLinearArgs& a) {
-  return gemm_bf16_packed_6xm4<Bf16Zvfbfmin>(a);
-}
-#endif
 
 }  // namespace rvv
 RVV_INDUCTOR_END_NAMESPACE

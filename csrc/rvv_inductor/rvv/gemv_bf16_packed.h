@@ -27,12 +27,12 @@ namespace rvv {
 
 // One row: xf is x converted to fp32, y points at the row's first output.
 template <class Ops>
-inline void gemv_bf16_packed_1xm8_row(const PackedLinearArgs& a, const float* xf, void* y) {
+inline void gemv_bf16_packed_1xm8_row(const LinearOperands& a, const float* xf, void* y) {
   const int64_t K = a.K, nb = a.nb;
   for (int64_t b = a.block_begin; b < a.block_end; ++b) {
     const int64_t n0 = b * nb;
     const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
-    const uint16_t* wb = a.w + b * K * nb;
+    const uint16_t* wb = static_cast<const uint16_t*>(a.w) + b * K * nb;
     // Strip-mine the block so any nb works at any VLEN; with nb = VLMAX this runs once.
     for (int64_t j = 0; j < cols;) {
       const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
@@ -55,7 +55,7 @@ inline void gemv_bf16_packed_1xm8_row(const PackedLinearArgs& a, const float* xf
 // Meant for M == 1; rows beyond the first are handled one at a time (each re-reads the
 // weight), which is correct but the GEMM kernel is the one to use for M >= 2.
 template <class Ops>
-inline Status gemv_bf16_packed_1xm8(const PackedLinearArgs& a) {
+inline Status gemv_bf16_packed_1xm8(const LinearOperands& a) {
   F32Scratch<1024> scratch;
   float* xf = scratch.get(a.scratch, a.K);
   if (!xf) return Status::kNoMemory;
@@ -66,13 +66,6 @@ inline Status gemv_bf16_packed_1xm8(const PackedLinearArgs& a) {
   }
   return Status::kOk;
 }
-
-inline Status gemv_bf16_packed_1xm8_rvv(const PackedLinearArgs& a) { return gemv_bf16_packed_1xm8<Bf16Soft>(a); }
-#if RVV_INDUCTOR_HAS_ZVFBFMIN
-inline Status gemv_bf16_packed_1xm8_rvv_zvfbfmin(const PackedLinearArgs& a) {
-  return gemv_bf16_packed_1xm8<Bf16Zvfbfmin>(a);
-}
-#endif
 
 }  // namespace rvv
 RVV_INDUCTOR_END_NAMESPACE

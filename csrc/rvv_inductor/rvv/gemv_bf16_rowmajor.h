@@ -71,7 +71,7 @@ inline void dot_rows_m4(const float* xf, const uint16_t* xb, const uint16_t* w, 
 }
 
 template <class Ops, bool kWma>
-inline Status gemv_bf16_rowmajor_4xm4(const RowMajorLinearArgs& a) {
+inline Status gemv_bf16_rowmajor_4xm4(const LinearOperands& a) {
   F32Scratch<1024> scratch;
   float* xf = nullptr;
   if (!kWma) {
@@ -81,16 +81,16 @@ inline Status gemv_bf16_rowmajor_4xm4(const RowMajorLinearArgs& a) {
   for (int64_t m = 0; m < a.M; ++m) {
     const uint16_t* xb = a.x + m * a.ldx;
     if (!kWma) widen_bf16_row<Ops>(xb, xf, a.K);
-    for (int64_t n = a.n_begin; n < a.n_end; n += 4) {
-      const uint16_t* w = a.w + n * a.ldw;
+    for (int64_t n = a.block_begin; n < a.block_end; n += 4) {
+      const uint16_t* w = static_cast<const uint16_t*>(a.w) + n * a.ldw;
       float s[4];
-      switch (a.n_end - n) {
+      switch (a.block_end - n) {
         case 1: dot_rows_m4<1, Ops, kWma>(xf, xb, w, a.ldw, a.K, s); break;
         case 2: dot_rows_m4<2, Ops, kWma>(xf, xb, w, a.ldw, a.K, s); break;
         case 3: dot_rows_m4<3, Ops, kWma>(xf, xb, w, a.ldw, a.K, s); break;
         default: dot_rows_m4<4, Ops, kWma>(xf, xb, w, a.ldw, a.K, s); break;
       }
-      const int64_t rows = a.n_end - n < 4 ? a.n_end - n : 4;
+      const int64_t rows = a.block_end - n < 4 ? a.block_end - n : 4;
       for (int64_t r = 0; r < rows; ++r) {
         float v = s[r];
         if (a.bias)
@@ -105,15 +105,6 @@ inline Status gemv_bf16_rowmajor_4xm4(const RowMajorLinearArgs& a) {
   }
   return Status::kOk;
 }
-
-inline Status gemv_bf16_rowmajor_4xm4_rvv(const RowMajorLinearArgs& a) {
-  return gemv_bf16_rowmajor_4xm4<Bf16Soft, false>(a);
-}
-#if RVV_INDUCTOR_HAS_ZVFBFWMA
-inline Status gemv_bf16_rowmajor_4xm4_rvv_zvfbfwma(const RowMajorLinearArgs& a) {
-  return gemv_bf16_rowmajor_4xm4<Bf16Zvfbfmin, true>(a);
-}
-#endif
 
 }  // namespace rvv
 RVV_INDUCTOR_END_NAMESPACE

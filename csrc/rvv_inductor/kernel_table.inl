@@ -1,0 +1,35 @@
+// The kernel table: every vector kernel, as (ISA variant, weight format, call kind, tile,
+// function). The one list from which come the per-ISA kernel sets (src/kernel_set.inc),
+// the dispatch (src/linear_dispatch.cpp), the names tests and the benchmark print
+// (rvv_inductor::list_kernels) and the per-kernel tests (tests/cpp).
+//
+//   isa     a variant of kernel_isas.inl; the function is compiled with its -march
+//   format  weight format: bf16 | int8 | int4 (quant_packing.h)
+//   kind    gemv: packed weight, M == 1   gemm: packed weight, M >= 2
+//           rowmajor: unpacked bf16 W[N, K], any M
+//   tile    rows x LMUL of the register tile, for the name (e.g. 6xm4: 6 rows of e32 m4)
+//   fn      Status(const LinearOperands&) in rvv_inductor::rvv, in parentheses
+//
+// To add a format or a tile: write the kernel header under rvv/, include it in
+// src/kernel_set.inc, and add its lines here (see csrc/README.md).
+//
+//         isa        format kind      tile  function
+RVV_KERNEL(rvv_zvfbf, bf16,  gemv,     1xm8, (gemv_bf16_packed_1xm8<Bf16Zvfbfmin>))
+RVV_KERNEL(rvv_zvfbf, bf16,  gemm,     6xm4, (gemm_bf16_packed_6xm4<Bf16Zvfbfmin>))
+RVV_KERNEL(rvv_zvfbf, bf16,  rowmajor, 4xm4, (gemv_bf16_rowmajor_4xm4<Bf16Zvfbfmin, true>))
+RVV_KERNEL(rvv_zvfh,  int8,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF16, DType::kInt8>))
+RVV_KERNEL(rvv_zvfh,  int8,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt8>))
+RVV_KERNEL(rvv_zvfh,  int4,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF16, DType::kInt4>))
+RVV_KERNEL(rvv_zvfh,  int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt4>))
+RVV_KERNEL(rvv,       bf16,  gemv,     1xm8, (gemv_bf16_packed_1xm8<Bf16Soft>))
+RVV_KERNEL(rvv,       bf16,  gemm,     6xm4, (gemm_bf16_packed_6xm4<Bf16Soft>))
+RVV_KERNEL(rvv,       bf16,  rowmajor, 4xm4, (gemv_bf16_rowmajor_4xm4<Bf16Soft, false>))
+RVV_KERNEL(rvv,       int8,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF32, DType::kInt8>))
+RVV_KERNEL(rvv,       int8,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt8>))
+RVV_KERNEL(rvv,       int4,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF32, DType::kInt4>))
+RVV_KERNEL(rvv,       int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt4>))
+
+// Elementwise bf16 <-> fp32 conversions of a variant, with its widen/narrow policy
+// (rvv/bf16_widen.h). A variant without a line uses the next one that has one.
+RVV_CONVERT(rvv_zvfbf, Bf16Zvfbfmin)
+RVV_CONVERT(rvv, Bf16Soft)

@@ -1,0 +1,182 @@
+// Decode GEMV with a packed INT8 or INT4 weight (quant_packing.h):
+//   y[n] = sum_g s[g, n] * (sum_{k in g} x[k] * q[k, n] - z[g, n] * sum_{k in g} x[k]) (+ bias[n])
+//
+// Kernels gemv_int8_packed_1xm8 / gemv_int4_packed_1xm8: one e32 LMUL=8 accumulator per
+// block chunk (nb = 2 * vlenb columns = VLMAX), like the BF16 GEMV, plus one group
+// accumulator. Per K row the inner loop is one scalar x load, one vector load of nb bytes
+// (INT4: one load serves two rows, split by vand / vsrl), the int -> float widening of the
+// arithmetic policy (quant_widen.h) and one multiply-add; K is unrolled by 4 rows. At the
+// end of a group the group sum is scaled into the accumulator with a vfmacc.vv, after
+// subtracting the zero point times the group's x sum (INT4; INT8 is symmetric). The
+// zero point is applied that way, per group, instead of per weight, because per weight it
+// would cost one more vector operation on every row.
+//
+// Every weight byte, scale and zero point is read once per call; x (converted once per
+// call to fp32, or to power-of-two-scaled fp16 for QuantF16) and its per-group sums are the
+// only other memory traffic, ~4 / nb bytes per weight.
+#pragma once
+#include "rvv_inductor/config.h"
+
+#if RVV_INDUCTOR_HAS_RVV
+#include <riscv_vector.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rvv_inductor/quant_packing.h"
+#include "rvv_inductor/rvv/bf16_widen.h"
+#include "rvv_inductor/rvv/epilogue.h"
+#include "rvv_inductor/rvv/quant_widen.h"
+#include "rvv_inductor/scratch.h"
+#include "rvv_inductor/types.h"
+
+RVV_INDUCTOR_BEGIN_NAMESPACE
+namespace rvv {
+
+// x row prepared for a quantized kernel: x converted to the policy's type (padded with one
+// zero so an odd INT4 tail row multiplies 0), per-group sums of those values in fp32, and
+// the factor the accumulator is multiplied by at the end (2^-e for scaled fp16).
+template <class P>
+struct QuantXRow {
+  const typename P::XType* x;
+  const float* group_sums;
+  float out_scale;
+};
+
+// Scratch floats prepare_quant_x needs for K and G groups.
+inline int64_t quant_x_scratch_floats(int64_t K, int64_t G) { return (K + 1) + (K + 2) / 2 + G + 1; }
+
+template <class P>
+inline QuantXRow<P> prepare_quant_x(const uint16_t* xb, int64_t K, int64_t gr, int64_t G, float* scratch) {
+  float* xf = scratch;                 // K + 1 floats
+  float* sums = scratch + (K + 1);     // G floats
+  widen_bf16_row<Bf16Soft>(xb, xf, K);
+  xf[K] = 0.0f;
+  float scale = 1.0f;
+  if constexpr (P::kScaledX) {
+    // max|x| by a vector reduction.
+    const size_t vlmax = __riscv_vsetvlmax_e32m8();
+    vfloat32m8_t m = __riscv_vfmv_v_f_f32m8(0.0f, vlmax);
+    for (int64_t k = 0; k < K;) {
+      const size_t vl = __riscv_vsetvl_e32m8(size_t(K - k));
+      m = __riscv_vfmax_vv_f32m8_tu(m, m, __riscv_vfabs_v_f32m8(__riscv_vle32_v_f32m8(xf + k, vl), vl), vl);
+      k += int64_t(vl);
+    }
+    const float amax = __riscv_vfmv_f_s_f32m1_f32(
+        __riscv_vfredmax_vs_f32m8_f32m1(m, __riscv_vfmv_s_f_f32m1(0.0f, 1), vlmax));
+    scale = fp16_activation_scale(amax);
+  }
+  typename P::XType* xt;
+  if constexpr (P::kScaledX) {
+    xt = reinterpret_cast<typename P::XType*>(sums + G + 1);  // (K + 2) / 2 floats
+    P::scale_x_row(xf, xt, K, scale);
+  } else {
+    xt = xf;
+  }
+  const vfloat32m1_t zero = __riscv_vfmv_s_f_f32m1(0.0f, 1);
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t k0 = g * gr, k1 = K < k0 + gr ? K : k0 + gr;
+    vfloat32m1_t s = zero;
+    for (int64_t k = k0; k < k1;) {
+      const size_t vl = __riscv_vsetvl_e32m8(size_t(k1 - k));
+      s = __riscv_vfredusum_vs_f32m8_f32m1(__riscv_vle32_v_f32m8(xf + k, vl), s, vl);
+      k += int64_t(vl);
+    }
+    sums[g] = __riscv_vfmv_f_s_f32m1_f32(s);
+  }
+  return QuantXRow<P>{xt, sums, 1.0f / scale};
+}
+
+// sum over `rows` K rows of x[k] * q[k, columns] for one group record's data.
+template <class P, DType kFormat>
+inline vfloat32m8_t quant_group_dot_m8(const uint8_t* d, int64_t nb, int64_t rows, const typename P::XType* x,
+                                       size_t vl) {
+  vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
+  if constexpr (kFormat == DType::kInt8) {
+    const int8_t* w = reinterpret_cast<const int8_t*>(d);
+    int64_t k = 0;
+    for (; k + 4 <= rows; k += 4, w += 4 * nb) {
+      acc = P::fma_i8(acc, x[k], __riscv_vle8_v_i8m2(w, vl), vl);
+      acc = P::fma_i8(acc, x[k + 1], __riscv_vle8_v_i8m2(w + nb, vl), vl);
+      acc = P::fma_i8(acc, x[k + 2], __riscv_vle8_v_i8m2(w + 2 * nb, vl), vl);
+      acc = P::fma_i8(acc, x[k + 3], __riscv_vle8_v_i8m2(w + 3 * nb, vl), vl);
+    }
+    for (; k < rows; ++k, w += nb) acc = P::fma_i8(acc, x[k], __riscv_vle8_v_i8m2(w, vl), vl);
+  } else {
+    const int64_t pairs = (rows + 1) / 2;
+    int64_t p = 0;
+    auto pair = [&](const uint8_t* w, const typename P::XType* xp) {
+      const vuint8m2_t v = __riscv_vle8_v_u8m2(w, vl);
+      acc = P::fma_u4(acc, xp[0], __riscv_vand_vx_u8m2(v, 0x0F, vl), vl);
+      acc = P::fma_u4(acc, xp[1], __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
+    };
+    for (; p + 2 <= pairs; p += 2) {
+      pair(d + p * nb, x + 2 * p);
+      pair(d + (p + 1) * nb, x + 2 * p + 2);
+    }
+    // An odd last row pairs with x[rows] = the next group's first x or the zero pad; its
+    // high nibble is 0, so it adds 0 * x.
+    for (; p < pairs; ++p) pair(d + p * nb, x + 2 * p);
+  }
+  return acc;
+}
+
+template <class P, DType kFormat>
+inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& xr, void* y) {
+  const PackedLayout& l = *a.layout;
+  const QuantSpec q = quant_spec_of(l);
+  const bool f16_scales = q.scale_dtype == DType::kF16;
+  const int64_t K = a.K, nb = a.nb, gr = quant_group_rows(q, K), G = quant_num_groups(q, K);
+  const int64_t block_bytes = quant_block_bytes(q, K, nb), full = quant_group_bytes(q, nb, gr);
+  const int64_t zoff = quant_zeros_offset(nb), doff = quant_data_offset(q, nb);
+  const uint8_t* base = static_cast<const uint8_t*>(a.w);
+  for (int64_t b = a.block_begin; b < a.block_end; ++b) {
+    const int64_t n0 = b * nb;
+    const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
+    const uint8_t* blk = base + b * block_bytes;
+    for (int64_t j = 0; j < cols;) {
+      const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
+      vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* rec = blk + g * full;
+        const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
+        vfloat32m8_t gs = quant_group_dot_m8<P, kFormat>(rec + doff + j, nb, rows, xr.x + k0, vl);
+        if constexpr (kFormat == DType::kInt4) {
+          if (q.zero_points) {
+            const vuint8m2_t z8 = __riscv_vle8_v_u8m2(rec + zoff + j, vl);
+            const vfloat32m8_t z = __riscv_vfwcvt_f_xu_v_f32m8(__riscv_vzext_vf2_u16m4(z8, vl), vl);
+            gs = __riscv_vfnmsac_vf_f32m8(gs, xr.group_sums[g], z, vl);
+          } else {
+            gs = __riscv_vfsub_vf_f32m8(gs, 8.0f * xr.group_sums[g], vl);
+          }
+        }
+        const vfloat32m8_t s = load_scales_m8(reinterpret_cast<const uint16_t*>(rec) + j, f16_scales, vl);
+        acc = __riscv_vfmacc_vv_f32m8(acc, s, gs, vl);
+      }
+      if (P::kScaledX) acc = __riscv_vfmul_vf_f32m8(acc, xr.out_scale, vl);
+      if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);
+      store_out<Bf16Soft>(y, a.y_dtype, n0 + j, acc, vl);
+      j += int64_t(vl);
+    }
+  }
+}
+
+// Any M (rows one at a time, each re-reading the weight); meant for M == 1.
+template <class P, DType kFormat>
+inline Status gemv_quant_packed_1xm8(const LinearOperands& a) {
+  const QuantSpec q = quant_spec_of(*a.layout);
+  const int64_t gr = quant_group_rows(q, a.K), G = quant_num_groups(q, a.K);
+  F32Scratch<2048> scratch;
+  float* s = scratch.get(a.scratch, quant_x_scratch_floats(a.K, G));
+  if (!s) return Status::kNoMemory;
+  const size_t ysize = a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float);
+  for (int64_t m = 0; m < a.M; ++m) {
+    const QuantXRow<P> xr = prepare_quant_x<P>(a.x + m * a.ldx, a.K, gr, G, s);
+    gemv_quant_packed_row<P, kFormat>(a, xr, static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize);
+  }
+  return Status::kOk;
+}
+
+}  // namespace rvv
+RVV_INDUCTOR_END_NAMESPACE
+#endif  // RVV_INDUCTOR_HAS_RVV

@@ -1,0 +1,362 @@
+// INT8 / INT4 weights: the packed layout (bit-for-bit round trip of values, scales and zero
+// points), the reference quantizer, and every quantized kernel of the table (each ISA
+// variant the CPU has, plus the scalar code) against an FP64 product of the dequantized
+// weights, over formats, group sizes, scale dtypes, zero points, tails in N and K, M, bias
+// and output dtypes, and block ranges.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rvv_inductor/linear.h"
+#include "rvv_inductor/quant_packing.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace rvv_inductor;
+using namespace testutil;
+
+struct QuantWeight {
+  QuantSpec spec;
+  int64_t N, K, nb;
+  std::vector<int8_t> values;    // [N, K]
+  std::vector<uint16_t> scales;  // [N, G]
+  std::vector<uint8_t> zeros;    // [N, G]
+  std::vector<uint8_t> packed;
+  PackedLayout layout;
+};
+
+// Random stored values and scales (the kernels must handle any of them, not only what a
+// quantizer produces): INT8 in [-128, 127], INT4 in [0, 15], zero points in [0, 15],
+// scales of both signs between 2^-10 and 2^-3 with some zeros.
+QuantWeight random_quant(std::mt19937& rng, QuantSpec spec, int64_t N, int64_t K, int64_t nb) {
+  QuantWeight w{spec, N, K, nb, {}, {}, {}, {}, {}};
+  const int64_t G = quant_num_groups(spec, K);
+  std::uniform_int_distribution<int> v8(-128, 127), v4(0, 15), ex(-10, -3), coin(0, 15);
+  w.values.resize(size_t(N * K));
+  for (auto& v : w.values) v = int8_t(spec.format == DType::kInt8 ? v8(rng) : v4(rng));
+  w.scales.resize(size_t(N * G));
+  for (auto& s : w.scales) {
+    const float f = coin(rng) == 0 ? 0.0f : std::ldexp(1.0f + coin(rng) / 16.0f, ex(rng)) * (coin(rng) < 8 ? 1 : -1);
+    s = f32_to_scale(f, spec.scale_dtype);
+  }
+  w.zeros.resize(size_t(N * G));
+  for (auto& z : w.zeros) z = uint8_t(v4(rng));
+  const int64_t bytes = quant_packed_bytes(spec, N, K, nb);
+  EXPECT_GE(bytes, 0);
+  w.packed.assign(size_t(bytes) + 1, 0xEE);  // one guard byte past the end
+  char err[256] = "";
+  EXPECT_EQ(pack_quantized(spec, w.values.data(), K, w.scales.data(), w.zeros.data(), N, K, nb, w.packed.data(), err,
+                           sizeof err),
+            Status::kOk)
+      << err;
+  EXPECT_EQ(w.packed.back(), 0xEE) << "pack_quantized wrote past quant_packed_bytes";
+  w.layout = make_quant_layout(spec, N, K, nb, 0);
+  return w;
+}
+
+// W as the layout describes it: (q - z) * s, straight from the unpacked inputs.
+double dequant(const QuantWeight& w, int64_t n, int64_t k) {
+  const int64_t G = quant_num_groups(w.spec, w.K), g = k / quant_group_rows(w.spec, w.K);
+  const int z = w.spec.zero_points ? w.zeros[size_t(n * G + g)] : implicit_zero(w.spec.format);
+  return double(w.values[size_t(n * w.K + k)] - z) * scale_to_f32(w.scales[size_t(n * G + g)], w.spec.scale_dtype);
+}
+
+// FP64 reference on the dequantized weights. abs_sum bounds what the kernels sum in fp32:
+// per group they add x * q and subtract z * sum(x), then scale, so the terms' magnitudes
+// are |x| * (|q| + |z|) * |s|, which is what the error bound is taken over.
+RefMatrix quant_reference(const QuantWeight& w, const std::vector<uint16_t>& x, int64_t M, const void* bias,
+                          DType bias_dtype, double* max_abs_x) {
+  RefMatrix r;
+  r.value.assign(size_t(M * w.N), 0.0);
+  r.abs_sum.assign(size_t(M * w.N), 0.0);
+  // Each K row is one product, plus per group the zero-point and scale steps, plus the bias.
+  r.terms = w.K + 2 * quant_num_groups(w.spec, w.K) + 2;
+  const int64_t G = quant_num_groups(w.spec, w.K), gr = quant_group_rows(w.spec, w.K);
+  *max_abs_x = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < w.N; ++n) {
+      double b = 0;
+      if (bias)
+        b = bias_dtype == DType::kBF16 ? bf16_value(static_cast<const uint16_t*>(bias)[n])
+                                       : double(static_cast<const float*>(bias)[n]);
+      double s = b, a = std::fabs(b);
+      for (int64_t k = 0; k < w.K; ++k) {
+        const double xv = bf16_value(x[size_t(m * w.K + k)]);
+        *max_abs_x = std::fmax(*max_abs_x, std::fabs(xv));
+        s += xv * dequant(w, n, k);
+        const int64_t g = k / gr;
+        const int z = w.spec.zero_points ? w.zeros[size_t(n * G + g)] : implicit_zero(w.spec.format);
+        const double sc = std::fabs(double(scale_to_f32(w.scales[size_t(n * G + g)], w.spec.scale_dtype)));
+        a += std::fabs(xv) * (std::abs(int(w.values[size_t(n * w.K + k)])) + z) * sc;
+      }
+      r.value[size_t(m * w.N + n)] = s;
+      r.abs_sum[size_t(m * w.N + n)] = a;
+    }
+  return r;
+}
+
+struct Variant {
+  std::string name;  // kernel name or "scalar"
+  rvv_cpu_features cpu;
+};
+
+// The scalar code and every table kernel of `format` the CPU has, each with the features
+// that select exactly its ISA variant.
+std::vector<Variant> variants_for(DType format) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  std::vector<Variant> out = {{"scalar", features_for_path(KernelPath::kScalar, 0)}};
+  std::vector<KernelInfo> ks(64);
+  ks.resize(list_kernels(hw, ks.data(), ks.size()));
+  for (const KernelInfo& k : ks)
+    if (k.format == format && k.kind == KernelKind::kGemv) out.push_back({k.name, features_for_path(k.path, hw.vlenb)});
+  return out;
+}
+
+TEST(QuantLayout, PackRoundTripsBitForBit) {
+  std::mt19937 rng(11);
+  for (DType f : {DType::kInt8, DType::kInt4})
+    for (int32_t g : {0, 16, 32, 64, 128})
+      for (bool zp : {false, true})
+        for (DType sd : {DType::kBF16, DType::kF16}) {
+          const QuantSpec spec{f, g, sd, zp};
+          if (validate_quant_spec(spec) != Status::kOk) continue;
+          for (int64_t nb : {int64_t(1), int64_t(17), int64_t(64)}) {
+            const int64_t N = 37, K = 133;
+            const QuantWeight w = random_quant(rng, spec, N, K, nb);
+            ASSERT_EQ(validate_layout(w.layout, N, K, nb), Status::kOk);
+            const int64_t G = quant_num_groups(spec, K), gr = quant_group_rows(spec, K);
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t k = 0; k < K; ++k) {
+                const QuantElement e = quant_element(w.packed.data(), w.layout, n, k);
+                ASSERT_EQ(e.value, w.values[size_t(n * K + k)]) << n << "," << k << " g=" << g << " nb=" << nb;
+                ASSERT_EQ(e.scale, w.scales[size_t(n * G + k / gr)]);
+                ASSERT_EQ(e.zero, zp ? int(w.zeros[size_t(n * G + k / gr)]) : implicit_zero(f));
+              }
+            std::vector<float> deq(size_t(N * K));
+            ASSERT_EQ(dequantize_packed(w.packed.data(), w.layout, deq.data(), K), Status::kOk);
+            for (int64_t i = 0; i < N * K; ++i) ASSERT_EQ(double(deq[size_t(i)]), dequant(w, i / K, i % K));
+          }
+        }
+}
+
+TEST(QuantLayout, SizesAreTheStoredBytes) {
+  // INT4 g32, nb 64, bf16 scales, symmetric: per group 64 * 2 scale bytes + 16 * 64 data.
+  const QuantSpec q4{DType::kInt4, 32, DType::kBF16, false};
+  EXPECT_EQ(quant_packed_bytes(q4, 128, 64, 64), 2 * 2 * (128 + 1024));
+  // 4.5 bits per weight, as llama.cpp's Q4_0 (18 bytes per 32 weights).
+  EXPECT_EQ(quant_packed_bytes(q4, 1536, 1536, 64) * 32, int64_t(1536) * 1536 * 18);
+  const QuantSpec q8{DType::kInt8, 0, DType::kF16, false};
+  EXPECT_EQ(quant_packed_bytes(q8, 100, 50, 64), 2 * (128 + 50 * 64));
+  // With zero points: one more byte per group and column.
+  const QuantSpec q4z{DType::kInt4, 64, DType::kF16, true};
+  EXPECT_EQ(quant_packed_bytes(q4z, 64, 128, 64), 2 * (128 + 64 + 32 * 64));
+}
+
+TEST(QuantLayout, RejectsBadSpecsAndLayouts) {
+  char err[256];
+  struct Case {
+    QuantSpec q;
+    const char* in_message;
+  };
+  const Case cases[] = {
+      {{DType::kBF16, 32, DType::kBF16, false}, "format"},
+      {{DType::kInt4, 0, DType::kBF16, false}, "int4 needs a group size"},
+      {{DType::kInt8, 33, DType::kBF16, false}, "group size 33"},
+      {{DType::kInt8, 8, DType::kBF16, false}, "group size 8"},
+      {{DType::kInt8, 32, DType::kF32, false}, "scale dtype"},
+      {{DType::kInt8, 32, DType::kBF16, true}, "zero points are supported for int4 only"},
+  };
+  for (const Case& c : cases) {
+    err[0] = '\0';
+    EXPECT_NE(validate_quant_spec(c.q, err, sizeof err), Status::kOk) << c.in_message;
+    EXPECT_NE(std::string(err).find(c.in_message), std::string::npos) << err;
+    EXPECT_EQ(quant_packed_bytes(c.q, 10, 64, 8), -1);
+  }
+  // An int4 value outside [0, 15] is refused, not truncated.
+  const QuantSpec q4{DType::kInt4, 32, DType::kBF16, false};
+  std::vector<int8_t> v(64, 3);
+  v[5] = 16;
+  std::vector<uint16_t> s(2, 0x3F80);
+  std::vector<uint8_t> out(size_t(quant_packed_bytes(q4, 1, 64, 8)));
+  EXPECT_EQ(pack_quantized(q4, v.data(), 64, s.data(), nullptr, 1, 64, 8, out.data(), err, sizeof err),
+            Status::kBadShape);
+  EXPECT_NE(std::string(err).find("outside [0, 15]"), std::string::npos) << err;
+  // A layout whose byte count does not match its spec is refused by the dispatcher's check.
+  PackedLayout l = make_quant_layout(q4, 1, 64, 8, 0);
+  l.bytes += 2;
+  EXPECT_EQ(validate_layout(l, 1, 64, 8, err, sizeof err), Status::kLayoutMismatch);
+  EXPECT_NE(std::string(err).find("bytes"), std::string::npos) << err;
+  l = make_quant_layout(q4, 1, 64, 8, 0);
+  l.group_size = 31;
+  EXPECT_EQ(validate_layout(l, 1, 64, 8, err, sizeof err), Status::kLayoutMismatch);
+  // unpack_bf16 does not read a quantized layout as bf16.
+  std::vector<uint16_t> wout(64);
+  l = make_quant_layout(q4, 1, 64, 8, 0);
+  EXPECT_EQ(unpack_bf16(reinterpret_cast<const uint16_t*>(out.data()), l, wout.data(), 64, err, sizeof err),
+            Status::kLayoutMismatch);
+}
+
+TEST(QuantLayout, ReferenceQuantizerRoundsToNearest) {
+  std::mt19937 rng(5);
+  const int64_t N = 9, K = 200;
+  std::vector<uint16_t> W = random_bf16_vector(rng, size_t(N * K));
+  for (int64_t k = 64; k < 96; ++k) W[size_t(3 * K + k)] = 0;  // an all-zero group
+  for (DType f : {DType::kInt8, DType::kInt4})
+    for (bool zp : {false, true})
+      for (DType sd : {DType::kBF16, DType::kF16}) {
+        const QuantSpec spec{f, 32, sd, zp};
+        if (validate_quant_spec(spec) != Status::kOk) continue;
+        const int64_t G = quant_num_groups(spec, K);
+        std::vector<int8_t> v(size_t(N * K));
+        std::vector<uint16_t> s(size_t(N * G));
+        std::vector<uint8_t> z(size_t(N * G));
+        ASSERT_EQ(quantize_reference(spec, W.data(), K, N, K, v.data(), s.data(), z.data()), Status::kOk);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t g = k / 32;
+            const double sc = scale_to_f32(s[size_t(n * G + g)], sd);
+            const int zz = zp ? z[size_t(n * G + g)] : implicit_zero(f);
+            const double w = bf16_value(W[size_t(n * K + k)]), deq = (v[size_t(n * K + k)] - zz) * sc;
+            if (n == 3 && g == 2) {
+              ASSERT_EQ(deq, 0.0);  // zeros stay exactly zero
+              continue;
+            }
+            // Round to nearest: within half a step, except where the range clamps (INT4
+            // symmetric maps +max to 7 steps, so the top may be off by at most one step).
+            const double slack = (f == DType::kInt4 && !zp) ? 1.0 : 0.5;
+            // The scale itself was rounded to 8 (bf16) or 11 (f16) bits: the grid moved by
+            // up to 2^-8 relative, which can cost up to 2^-8 * 127 steps at the range end.
+            const double scale_err = std::fabs(sc) * (sd == DType::kBF16 ? 128 : 16) * std::ldexp(1.0, -8);
+            ASSERT_LE(std::fabs(deq - w), slack * std::fabs(sc) + scale_err + 1e-30)
+                << "n=" << n << " k=" << k << " w=" << w << " deq=" << deq;
+          }
+      }
+}
+
+// Every quantized kernel against the FP64 reference.
+TEST(QuantKernels, MatchFp64ReferenceOnDequantizedWeights) {
+  std::mt19937 rng(2024);
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  const int64_t pref = preferred_nb(hw);
+  struct Shape {
+    int64_t N, K;
+  };
+  const Shape shapes[] = {{1, 32}, {40, 64}, {77, 133}, {130, 256}, {65, 511}};
+  int ran = 0;
+  for (DType f : {DType::kInt8, DType::kInt4})
+    for (const Variant& var : variants_for(f))
+      for (int32_t g : {0, 32, 64, 128})
+        for (bool zp : {false, true}) {
+          const QuantSpec spec{f, g, (g / 32) % 2 ? DType::kF16 : DType::kBF16, zp};
+          if (validate_quant_spec(spec) != Status::kOk) continue;
+          for (const Shape& sh : shapes)
+            for (int64_t nb : {pref, int64_t(17)})
+              for (int64_t M : {1, 2, 5}) {
+                const QuantWeight w = random_quant(rng, spec, sh.N, sh.K, nb);
+                const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * sh.K));
+                const bool with_bias = (sh.N + M) % 2 == 0;
+                const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(sh.N));
+                const DType y_dtype = M == 2 ? DType::kBF16 : DType::kF32;
+                std::vector<float> y(size_t(M * sh.N), -7.0f);
+                LinearProblem p{};
+                p.M = M;
+                p.N = sh.N;
+                p.K = sh.K;
+                p.x = x.data();
+                p.ldx = sh.K;
+                p.weight_layout = WeightLayout::kPacked;
+                p.w = w.packed.data();
+                p.layout = &w.layout;
+                p.bias = with_bias ? bias.data() : nullptr;
+                p.bias_dtype = DType::kBF16;
+                p.y = y.data();
+                p.ldy = sh.N;
+                p.y_dtype = y_dtype;
+                p.block_end = -1;
+                char err[256] = "";
+                KernelPath used;
+                ASSERT_EQ(linear_bf16(p, var.cpu, &used, err, sizeof err), Status::kOk) << err;
+                double amax = 0;
+                const RefMatrix ref = quant_reference(w, x, M, p.bias, DType::kBF16, &amax);
+                const std::string what = var.name + " " + (f == DType::kInt8 ? "int8" : "int4") + " g=" +
+                                         std::to_string(g) + (zp ? " zp" : "") + " N=" + std::to_string(sh.N) +
+                                         " K=" + std::to_string(sh.K) + " nb=" + std::to_string(nb) +
+                                         " M=" + std::to_string(M);
+                EXPECT_TRUE(check_output(ref, y.data(), y_dtype, sh.N, M, sh.N, 0, sh.N)) << what;
+                ++ran;
+              }
+        }
+  EXPECT_GT(ran, 0);
+}
+
+// A block range writes exactly its columns, on every variant.
+TEST(QuantKernels, BlockRangeWritesOnlyItsColumns) {
+  std::mt19937 rng(7);
+  for (DType f : {DType::kInt8, DType::kInt4})
+    for (const Variant& var : variants_for(f)) {
+      const QuantSpec spec{f, 32, DType::kF16, f == DType::kInt4};
+      const int64_t N = 100, K = 96, nb = 16;
+      const QuantWeight w = random_quant(rng, spec, N, K, nb);
+      for (int64_t M : {1, 3}) {
+        const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+        std::vector<float> y(size_t(M * N), -7.0f);
+        LinearProblem p{};
+        p.M = M, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
+        p.weight_layout = WeightLayout::kPacked;
+        p.w = w.packed.data(), p.layout = &w.layout, p.nb = nb;
+        p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32;
+        p.block_begin = 2, p.block_end = 5;
+        ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
+        double amax;
+        const RefMatrix ref = quant_reference(w, x, M, nullptr, DType::kBF16, &amax);
+        EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, M, N, 2 * nb, 5 * nb)) << var.name;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            if (n >= 2 * nb && n < 5 * nb) continue;
+            ASSERT_EQ(y[size_t(m * N + n)], -7.0f) << var.name << " wrote column " << n;
+          }
+      }
+    }
+}
+
+// Activations spanning the whole bf16 exponent range: the fp16 path rescales x by a power
+// of two and must stay within the fp32 bound (values below 2^-31 of max|x| may lose up to
+// 2^-39 max|x| each, which is added to the bound).
+TEST(QuantKernels, WideActivationRange) {
+  std::mt19937 rng(3);
+  for (const Variant& var : variants_for(DType::kInt8)) {
+    const QuantSpec spec{DType::kInt8, 64, DType::kBF16, false};
+    const int64_t N = 64, K = 256;
+    const QuantWeight w = random_quant(rng, spec, N, K, 64);
+    for (float big : {1e-30f, 1.0f, 3e4f, 1e30f}) {
+      std::vector<uint16_t> x = random_bf16_vector(rng, size_t(K));
+      for (int64_t k = 0; k < K; ++k) x[size_t(k)] = f32_to_bf16(bf16_to_f32(x[size_t(k)]) * big);
+      std::vector<float> y(static_cast<size_t>(N));
+      LinearProblem p{};
+      p.M = 1, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
+      p.weight_layout = WeightLayout::kPacked;
+      p.w = w.packed.data(), p.layout = &w.layout;
+      p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+      ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
+      double amax;
+      RefMatrix ref = quant_reference(w, x, 1, nullptr, DType::kBF16, &amax);
+      for (int64_t n = 0; n < N; ++n) {
+        double wsum = 0;
+        for (int64_t k = 0; k < K; ++k) wsum += std::fabs(dequant(w, n, k));
+        // Loss bound of the flushed activations, expressed in abs_sum units of the f32 bound.
+        const double loss = std::ldexp(amax, -39) * wsum;
+        ref.abs_sum[size_t(n)] += loss / f32_bound(1.0, ref.terms);
+      }
+      EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, 1, N, 0, N)) << var.name << " scale " << big;
+    }
+  }
+}
+
+}  // namespace
