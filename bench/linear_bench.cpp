@@ -1,11 +1,20 @@
-// One BF16 Linear call, Y[M,N] = X[M,K] . W^T, through the project's dispatcher
-// (rvv_inductor::linear_bf16, the entry every user path reaches), charged to a marker
-// region for the rvvcount plugin. Run under QEMU with the plugin; see bench/run.sh.
+// One Linear call, Y[M,N] = X[M,K] . W^T with bf16 activations and a bf16, int8 or int4
+// weight, through the project's dispatcher (rvv_inductor::linear_bf16, the entry every user
+// path reaches), charged to a marker region for the rvvcount plugin. Run under QEMU with
+// the plugin; see bench/run.sh.
 //
-//   linear_bench --path scalar|rvv|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
+//   linear_bench --path scalar|rvv|rvv_zvfh|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
+//                [--weights bf16|int8|int4] [--group G] [--zero-points] [--scales f16|bf16]
 //                [--region ID] [--no-check]
 //
-// Prints one JSON line describing the run (shape, path that ran, buffer sizes, check).
+// --path names an ISA variant of the kernel table (csrc/rvv_inductor/kernel_isas.inl); the
+// run uses exactly that variant's features. Quantized weights (--weights int8|int4) are
+// packed; --group G is the group size along K (int8: 0 = one scale per output channel,
+// the default; int4: 32, 64 or 128, default 32), --zero-points stores a zero point per
+// group (int4), --scales the scale dtype (default f16, as GGUF files have).
+//
+// Prints one JSON line describing the run (shape, format, kernel that ran, buffer sizes,
+// check).
 //
 // Setup is built to be cheap under emulation, because the plugin still sees it: the
 // weight's rows repeat with period P = the packing block width, so the packed form is
@@ -27,6 +36,7 @@
 #include "rvv_inductor/cpu_features.h"
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/packing.h"
+#include "rvv_inductor/quant_packing.h"
 
 namespace ri = rvv_inductor;
 
@@ -59,8 +69,10 @@ uint16_t rand_bf16(uint64_t& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path = "rvv", format = "packed";
+  std::string path = "rvv", format = "packed", weights = "bf16", scales = "f16";
   int64_t M = 1, K = 0, N = 0;
+  int group = -1;
+  bool zero_points = false;
   int region = 1;
   bool check = true;
   for (int i = 1; i < argc; i++) {
@@ -74,6 +86,10 @@ int main(int argc, char** argv) {
     else if (a == "--m") M = std::atoll(next());
     else if (a == "--k") K = std::atoll(next());
     else if (a == "--n") N = std::atoll(next());
+    else if (a == "--weights") weights = next();
+    else if (a == "--group") group = std::atoi(next());
+    else if (a == "--zero-points") zero_points = true;
+    else if (a == "--scales") scales = next();
     else if (a == "--region") region = std::atoi(next());
     else if (a == "--no-check") check = false;
     else die("unknown argument %s", a.c_str());
@@ -83,22 +99,35 @@ int main(int argc, char** argv) {
 
   rvv_cpu_features hw{};
   rvv_detect_cpu(&hw);
-  rvv_cpu_features cpu = hw;
-  if (path == "scalar") {
-    cpu.has_v = 0;
-    cpu.vlenb = 0;
-    cpu.has_zvfh = cpu.has_zvfbfmin = cpu.has_zvfbfwma = 0;
-  } else if (path == "rvv") {
-    if (!hw.has_v) die("--path rvv: this CPU has no V (set QEMU_CPU with v=true)");
-    cpu.has_zvfbfmin = cpu.has_zvfbfwma = 0;
-  } else if (path == "rvv_zvfbf") {
-    if (!hw.has_v || !hw.has_zvfbfmin || !hw.has_zvfbfwma)
-      die("--path rvv_zvfbf: CPU lacks Zvfbfmin/Zvfbfwma (QEMU >= 8 with zvfbfmin=true,zvfbfwma=true)");
-  } else {
-    die("--path must be scalar, rvv or rvv_zvfbf (got %s)", path.c_str());
+  ri::KernelPath want_path = ri::KernelPath::kScalar;
+  bool known = path == "scalar";
+  for (ri::KernelPath kp : {ri::KernelPath::kRvv, ri::KernelPath::kRvvZvfh, ri::KernelPath::kRvvZvfbf})
+    if (path == ri::kernel_path_name(kp)) want_path = kp, known = true;
+  if (!known) die("--path must be scalar, rvv, rvv_zvfh or rvv_zvfbf (got %s)", path.c_str());
+  const rvv_cpu_features cpu = ri::features_for_path(want_path, hw.vlenb);
+  if (want_path != ri::KernelPath::kScalar) {
+    // The variant's features must all be present, or the dispatcher would quietly fall back.
+    rvv_cpu_features both = cpu;
+    both.has_v &= hw.has_v, both.has_zvfh &= hw.has_zvfh;
+    both.has_zvfbfmin &= hw.has_zvfbfmin, both.has_zvfbfwma &= hw.has_zvfbfwma;
+    if (std::memcmp(&both, &cpu, sizeof cpu) != 0)
+      die("--path %s: this CPU lacks the variant's extensions (QEMU_CPU: v=true; Zfh=true on QEMU 7.2 or zvfh=true "
+          "for rvv_zvfh; zvfbfmin=true,zvfbfwma=true on QEMU >= 8 for rvv_zvfbf)", path.c_str());
   }
   const bool packed = format == "packed";
   if (!packed && format != "rowmajor") die("--format must be packed or rowmajor (got %s)", format.c_str());
+  ri::DType wfmt = ri::DType::kBF16;
+  if (weights == "int8") wfmt = ri::DType::kInt8;
+  else if (weights == "int4") wfmt = ri::DType::kInt4;
+  else if (weights != "bf16") die("--weights must be bf16, int8 or int4 (got %s)", weights.c_str());
+  const bool quant = wfmt != ri::DType::kBF16;
+  if (quant && !packed) die("--weights %s needs --format packed", weights.c_str());
+  if (!quant && (group >= 0 || zero_points)) die("--group and --zero-points are for int8/int4 weights");
+  if (scales != "f16" && scales != "bf16") die("--scales must be f16 or bf16 (got %s)", scales.c_str());
+  const ri::QuantSpec spec{wfmt, group >= 0 ? group : (wfmt == ri::DType::kInt4 ? 32 : 0),
+                           scales == "f16" ? ri::DType::kF16 : ri::DType::kBF16, zero_points};
+  char err[256];
+  if (quant && ri::validate_quant_spec(spec, err, sizeof err) != ri::Status::kOk) die("%s", err);
 
   // Weight rows repeat with period P; P = nb makes every packed block identical.
   const int64_t nb = packed ? ri::preferred_nb(cpu) : 64;
@@ -109,25 +138,56 @@ int main(int argc, char** argv) {
   auto x = alloc<uint16_t>(size_t(M * K));
   for (int64_t i = 0; i < M * K; i++) x[i] = rand_bf16(seed);
 
+  // Quantized: the P distinct rows quantized by the reference quantizer, and their
+  // dequantized values for the check.
+  const int64_t G = quant ? ri::quant_num_groups(spec, K) : 0;
+  std::vector<int8_t> qv(quant ? size_t(P * K) : 0);
+  std::vector<uint16_t> qs(size_t(P * G));
+  std::vector<uint8_t> qz(size_t(P * G));
+  std::vector<double> wref(size_t(P * K));
+  if (quant) {
+    if (ri::quantize_reference(spec, wrows.data(), K, P, K, qv.data(), qs.data(), qz.data(), err, sizeof err) !=
+        ri::Status::kOk)
+      die("quantize: %s", err);
+    const int64_t gr = ri::quant_group_rows(spec, K);
+    for (int64_t n = 0; n < P; n++)
+      for (int64_t k = 0; k < K; k++) {
+        const int64_t g = k / gr;
+        const int z = spec.zero_points ? qz[size_t(n * G + g)] : ri::implicit_zero(wfmt);
+        wref[size_t(n * K + k)] = double(qv[size_t(n * K + k)] - z) * ri::scale_to_f32(qs[size_t(n * G + g)], spec.scale_dtype);
+      }
+  } else {
+    for (size_t i = 0; i < wref.size(); i++) wref[i] = ri::bf16_to_f32(wrows[i]);
+  }
+
   std::unique_ptr<uint16_t[], AlignedFree> w;
   ri::PackedLayout layout{};
-  int64_t w_elems;
+  int64_t w_bytes;
   if (packed) {
-    layout = ri::make_packed_layout(N, K, nb, cpu.vlenb);
-    w_elems = layout.elements;
-    w = alloc<uint16_t>(size_t(w_elems));
-    const int64_t blk = K * nb, nblk = layout.num_blocks;
-    if (ri::pack_bf16(wrows.data(), K, P, K, nb, w.get()) != ri::Status::kOk) die("pack_bf16 failed");
+    layout = quant ? ri::make_quant_layout(spec, N, K, nb, cpu.vlenb) : ri::make_packed_layout(N, K, nb, cpu.vlenb);
+    w_bytes = layout.bytes;
+    w = alloc<uint16_t>(size_t(w_bytes + 1) / 2);
+    const int64_t nblk = layout.num_blocks;
+    const int64_t blk = nblk > 0 ? w_bytes / nblk : 0;
+    char* base = reinterpret_cast<char*>(w.get());
+    auto pack_rows = [&](int64_t rows, char* out) {
+      const ri::Status st = quant ? ri::pack_quantized(spec, qv.data(), K, qs.data(), qz.data(), rows, K, nb,
+                                                       reinterpret_cast<uint8_t*>(out), err, sizeof err)
+                                  : ri::pack_bf16(wrows.data(), K, rows, K, nb, reinterpret_cast<uint16_t*>(out), err,
+                                                  sizeof err);
+      if (st != ri::Status::kOk) die("packing failed: %s", err);
+    };
+    pack_rows(P, base);
     for (int64_t b = 1; b < nblk; b++) {
       const int64_t cols = N - b * nb < nb ? N - b * nb : nb;
       if (cols == nb)
-        std::memcpy(w.get() + b * blk, w.get(), size_t(blk) * 2);
-      else if (ri::pack_bf16(wrows.data(), K, cols, K, nb, w.get() + b * blk) != ri::Status::kOk)
-        die("pack_bf16 failed");
+        std::memcpy(base + b * blk, base, size_t(blk));
+      else
+        pack_rows(cols, base + b * blk);
     }
   } else {
-    w_elems = N * K;
-    w = alloc<uint16_t>(size_t(w_elems));
+    w_bytes = N * K * 2;
+    w = alloc<uint16_t>(size_t(N * K));
     for (int64_t n = 0; n < N; n++) std::memcpy(w.get() + n * K, wrows.data() + (n % P) * K, size_t(K) * 2);
   }
   auto y = alloc<uint16_t>(size_t(M * N));
@@ -159,20 +219,20 @@ int main(int argc, char** argv) {
   // Warm-up: the same call on the first few column blocks, outside any region. It runs
   // the same code (and the one-time CPU detection); a full-width warm-up would only
   // double the emulation time of the big shapes. Caches are modelled cold anyway.
-  char err[256];
   ri::KernelPath used;
   ri::LinearProblem warm = p;
   ri::PackedLayout warm_layout{};
   warm.N = N < 4 * nb ? N : 4 * nb;
   if (packed) {
-    warm_layout = ri::make_packed_layout(warm.N, K, nb, cpu.vlenb);
+    warm_layout = quant ? ri::make_quant_layout(spec, warm.N, K, nb, cpu.vlenb)
+                        : ri::make_packed_layout(warm.N, K, nb, cpu.vlenb);
     warm.layout = &warm_layout;
   }
   if (ri::linear_bf16(warm, cpu, &used, err, sizeof err) != ri::Status::kOk) die("warm-up call failed: %s", err);
   std::memset(y.get(), 0, size_t(M * N) * 2);
 
   rvv_bench_tag(RVV_BENCH_TAG_CLEAR, nullptr, 0);
-  rvv_bench_tag(RVV_BENCH_TAG_WEIGHTS, w.get(), size_t(w_elems) * 2);
+  rvv_bench_tag(RVV_BENCH_TAG_WEIGHTS, w.get(), size_t(w_bytes));
   rvv_bench_tag(RVV_BENCH_TAG_INPUT, x.get(), size_t(M * K) * 2);
   rvv_bench_tag(RVV_BENCH_TAG_OUTPUT, y.get(), size_t(M * N) * 2);
   rvv_bench_tag(RVV_BENCH_TAG_SCRATCH, scratch.get(), size_t(scratch_n) * 4);
@@ -205,7 +265,7 @@ int main(int argc, char** argv) {
       const int64_t m = int64_t((s >> 33) % uint64_t(M)), n = int64_t((s >> 7) % uint64_t(N));
       double ref = 0, mag = 0;
       for (int64_t k = 0; k < K; k++) {
-        const double prod = double(ri::bf16_to_f32(x[m * K + k])) * ri::bf16_to_f32(wrows[(n % P) * K + k]);
+        const double prod = double(ri::bf16_to_f32(x[m * K + k])) * wref[size_t((n % P) * K + k)];
         ref += prod;
         mag += std::fabs(prod);
       }
@@ -215,12 +275,15 @@ int main(int argc, char** argv) {
       checked++;
     }
   }
+  const char* kernel = ri::selected_kernel_name(p, cpu);
   std::printf(
-      "{\"program\": \"linear_bench\", \"path\": \"%s\", \"path_used\": \"%s\", \"format\": \"%s\", "
+      "{\"program\": \"linear_bench\", \"path\": \"%s\", \"path_used\": \"%s\", \"kernel\": \"%s\", "
+      "\"format\": \"%s\", \"weights\": \"%s\", \"group\": %d, \"zero_points\": %d, \"scales\": \"%s\", "
       "\"M\": %" PRId64 ", \"K\": %" PRId64 ", \"N\": %" PRId64 ", \"nb\": %" PRId64 ", \"vlenb\": %d, "
-      "\"weight_bytes\": %" PRId64 ", \"weight_buffer_bytes\": %" PRId64 ", \"x_bytes\": %" PRId64
-      ", \"y_bytes\": %" PRId64 ", \"region\": %d, \"checked\": %d, \"check_failures\": %d}\n",
-      path.c_str(), ri::kernel_path_name(used), format.c_str(), M, K, N, packed ? nb : int64_t(0), hw.vlenb,
-      N * K * 2, w_elems * 2, M * K * 2, M * N * 2, region, checked, bad);
+      "\"weight_bytes\": %" PRId64 ", \"weight_buffer_bytes\": %" PRId64 ", \"packed_bytes\": %" PRId64
+      ", \"x_bytes\": %" PRId64 ", \"y_bytes\": %" PRId64 ", \"region\": %d, \"checked\": %d, \"check_failures\": %d}\n",
+      path.c_str(), ri::kernel_path_name(used), kernel ? kernel : "?", format.c_str(), weights.c_str(),
+      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", M, K, N,
+      packed ? nb : int64_t(0), hw.vlenb, N * K * 2, w_bytes, w_bytes, M * K * 2, M * N * 2, region, checked, bad);
   return bad ? 1 : 0;
 }
