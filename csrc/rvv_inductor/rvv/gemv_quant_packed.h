@@ -5,7 +5,7 @@
 // block chunk (nb = 2 * vlenb columns = VLMAX), like the BF16 GEMV, plus one group
 // accumulator. Per K row the inner loop is one scalar x load, one vector load of nb bytes
 // (INT4: one load serves two rows, split by vand / vsrl), the int -> float widening of the
-// arithmetic policy (quant_widen.h) and one multiply-add; K is unrolled by 4 rows. At the
+// arithmetic policy (quant_widen.h) and one multiply-add; two rows per iteration. At the
 // end of a group the group sum is scaled into the accumulator with a vfmacc.vv, after
 // subtracting the zero point times the group's x sum (INT4; INT8 is symmetric). The
 // zero point is applied that way, per group, instead of per weight, because per weight it
@@ -92,33 +92,41 @@ template <class P, DType kFormat>
 inline vfloat32m8_t quant_group_dot_m8(const uint8_t* d, int64_t nb, int64_t rows, const typename P::XType* x,
                                        size_t vl) {
   vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
+  // Not unrolled further: the block accumulator (8 registers) stays live across this loop,
+  // and a second set of converted rows would make the compiler spill it.
   if constexpr (kFormat == DType::kInt8) {
     const int8_t* w = reinterpret_cast<const int8_t*>(d);
     int64_t k = 0;
-    for (; k + 4 <= rows; k += 4, w += 4 * nb) {
-      acc = P::fma_i8(acc, x[k], __riscv_vle8_v_i8m2(w, vl), vl);
-      acc = P::fma_i8(acc, x[k + 1], __riscv_vle8_v_i8m2(w + nb, vl), vl);
-      acc = P::fma_i8(acc, x[k + 2], __riscv_vle8_v_i8m2(w + 2 * nb, vl), vl);
-      acc = P::fma_i8(acc, x[k + 3], __riscv_vle8_v_i8m2(w + 3 * nb, vl), vl);
-    }
-    for (; k < rows; ++k, w += nb) acc = P::fma_i8(acc, x[k], __riscv_vle8_v_i8m2(w, vl), vl);
+    for (; k + 2 <= rows; k += 2, w += 2 * nb)
+      acc = P::fma2_i8(acc, x + k, __riscv_vle8_v_i8m2(w, vl), __riscv_vle8_v_i8m2(w + nb, vl), vl);
+    if (k < rows) acc = P::fma_i8(acc, x[k], __riscv_vle8_v_i8m2(w, vl), vl);
   } else {
+    // An odd last row pairs with x[rows], the zero pad after x (only the last group can
+    // have an odd row count); its high nibble is 0 as well.
     const int64_t pairs = (rows + 1) / 2;
-    int64_t p = 0;
-    auto pair = [&](const uint8_t* w, const typename P::XType* xp) {
-      const vuint8m2_t v = __riscv_vle8_v_u8m2(w, vl);
-      acc = P::fma_u4(acc, xp[0], __riscv_vand_vx_u8m2(v, 0x0F, vl), vl);
-      acc = P::fma_u4(acc, xp[1], __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
-    };
-    for (; p + 2 <= pairs; p += 2) {
-      pair(d + p * nb, x + 2 * p);
-      pair(d + (p + 1) * nb, x + 2 * p + 2);
+    for (int64_t p = 0; p < pairs; ++p, d += nb) {
+      const vuint8m2_t v = __riscv_vle8_v_u8m2(d, vl);
+      acc = P::fma2_u4(acc, x + 2 * p, __riscv_vand_vx_u8m2(v, 0x0F, vl), __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
     }
-    // An odd last row pairs with x[rows] = the next group's first x or the zero pad; its
-    // high nibble is 0, so it adds 0 * x.
-    for (; p < pairs; ++p) pair(d + p * nb, x + 2 * p);
   }
   return acc;
+}
+
+// acc + s * (gs - z * xsum) for vl <= VLMAX(e32, m4) columns: scales (bf16/f16 bits) at sc,
+// INT4 zero points at zp when stored (else z = 8; INT8 has none).
+template <DType kFormat>
+inline vfloat32m4_t quant_combine_m4(vfloat32m4_t acc, vfloat32m4_t gs, const uint16_t* sc, const uint8_t* zp,
+                                     bool zero_points, bool f16_scales, float xsum, size_t vl) {
+  if constexpr (kFormat == DType::kInt4) {
+    if (zero_points) {
+      const vfloat32m4_t z =
+          __riscv_vfwcvt_f_xu_v_f32m4(__riscv_vzext_vf2_u16m2(__riscv_vle8_v_u8m1(zp, vl), vl), vl);
+      gs = __riscv_vfnmsac_vf_f32m4(gs, xsum, z, vl);
+    } else {
+      gs = __riscv_vfsub_vf_f32m4(gs, 8.0f * xsum, vl);
+    }
+  }
+  return __riscv_vfmacc_vv_f32m4(acc, load_scales_m4(sc, f16_scales, vl), gs, vl);
 }
 
 template <class P, DType kFormat>
@@ -136,22 +144,25 @@ inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& x
     const uint8_t* blk = base + b * block_bytes;
     for (int64_t j = 0; j < cols;) {
       const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
+      const size_t vlmax4 = __riscv_vsetvlmax_e32m4();
+      const size_t vl0 = vl < vlmax4 ? vl : vlmax4, vl1 = vl - vl0;
       vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* rec = blk + g * full;
         const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
-        vfloat32m8_t gs = quant_group_dot_m8<P, kFormat>(rec + doff + j, nb, rows, xr.x + k0, vl);
-        if constexpr (kFormat == DType::kInt4) {
-          if (q.zero_points) {
-            const vuint8m2_t z8 = __riscv_vle8_v_u8m2(rec + zoff + j, vl);
-            const vfloat32m8_t z = __riscv_vfwcvt_f_xu_v_f32m8(__riscv_vzext_vf2_u16m4(z8, vl), vl);
-            gs = __riscv_vfnmsac_vf_f32m8(gs, xr.group_sums[g], z, vl);
-          } else {
-            gs = __riscv_vfsub_vf_f32m8(gs, 8.0f * xr.group_sums[g], vl);
-          }
-        }
-        const vfloat32m8_t s = load_scales_m8(reinterpret_cast<const uint16_t*>(rec) + j, f16_scales, vl);
-        acc = __riscv_vfmacc_vv_f32m8(acc, s, gs, vl);
+        const vfloat32m8_t gs = quant_group_dot_m8<P, kFormat>(rec + doff + j, nb, rows, xr.x + k0, vl);
+        // acc += s * (gs - z * sum(x)), in two m4 halves: with whole m8 temporaries the
+        // scale and zero point would need 16 more registers and the compiler spills acc.
+        const float xsum = xr.group_sums[g];
+        const uint16_t* sc = reinterpret_cast<const uint16_t*>(rec) + j;
+        const uint8_t* zp = rec + zoff + j;
+        acc = __riscv_vset_v_f32m4_f32m8(
+            acc, 0, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 0), __riscv_vget_v_f32m8_f32m4(gs, 0), sc, zp,
+                                              q.zero_points, f16_scales, xsum, vl0));
+        if (vl1)
+          acc = __riscv_vset_v_f32m4_f32m8(
+              acc, 1, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1),
+                                                sc + vl0, zp + vl0, q.zero_points, f16_scales, xsum, vl1));
       }
       if (P::kScaledX) acc = __riscv_vfmul_vf_f32m8(acc, xr.out_scale, vl);
       if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);

@@ -40,6 +40,13 @@ struct QuantF32 {
   static vfloat32m8_t fma_u4(vfloat32m8_t acc, float x, vuint8m2_t q, size_t vl) {
     return __riscv_vfmacc_vf_f32m8(acc, x, __riscv_vfwcvt_f_xu_v_f32m8(__riscv_vzext_vf2_u16m4(q, vl), vl), vl);
   }
+  // Two rows: one after the other (an fp32 row is 8 registers; two would not fit).
+  static vfloat32m8_t fma2_i8(vfloat32m8_t acc, const float* x, vint8m2_t q0, vint8m2_t q1, size_t vl) {
+    return fma_i8(fma_i8(acc, x[0], q0, vl), x[1], q1, vl);
+  }
+  static vfloat32m8_t fma2_u4(vfloat32m8_t acc, const float* x, vuint8m2_t q0, vuint8m2_t q1, size_t vl) {
+    return fma_u4(fma_u4(acc, x[0], q0, vl), x[1], q1, vl);
+  }
 };
 
 #if RVV_INDUCTOR_HAS_ZVFH
@@ -51,6 +58,18 @@ struct QuantF16 {
   }
   static vfloat32m8_t fma_u4(vfloat32m8_t acc, _Float16 x, vuint8m2_t q, size_t vl) {
     return __riscv_vfwmacc_vf_f32m8(acc, x, __riscv_vfwcvt_f_xu_v_f16m4(q, vl), vl);
+  }
+  // Two rows at once, conversions first: the byte-wide steps (load, unpack, vfwcvt) run at
+  // SEW 8 and the multiply-adds at SEW 16, so ordering them by SEW needs one vsetvli pair
+  // per two rows instead of per row. Registers: 2 x 4 converted + 8 group accumulator, with
+  // the block accumulator (8) still live: 24 + the loaded bytes.
+  static vfloat32m8_t fma2_i8(vfloat32m8_t acc, const _Float16* x, vint8m2_t q0, vint8m2_t q1, size_t vl) {
+    const vfloat16m4_t h0 = __riscv_vfwcvt_f_x_v_f16m4(q0, vl), h1 = __riscv_vfwcvt_f_x_v_f16m4(q1, vl);
+    return __riscv_vfwmacc_vf_f32m8(__riscv_vfwmacc_vf_f32m8(acc, x[0], h0, vl), x[1], h1, vl);
+  }
+  static vfloat32m8_t fma2_u4(vfloat32m8_t acc, const _Float16* x, vuint8m2_t q0, vuint8m2_t q1, size_t vl) {
+    const vfloat16m4_t h0 = __riscv_vfwcvt_f_xu_v_f16m4(q0, vl), h1 = __riscv_vfwcvt_f_xu_v_f16m4(q1, vl);
+    return __riscv_vfwmacc_vf_f32m8(__riscv_vfwmacc_vf_f32m8(acc, x[0], h0, vl), x[1], h1, vl);
   }
   // xt[k] = fp16(xf[k] * scale) for k < K, xt[K] = 0, and xf[k] = fp32(xt[k]) so that the
   // group sums are taken over exactly the values the kernel multiplies.
@@ -69,31 +88,26 @@ struct QuantF16 {
 #endif
 
 // Group scales (bf16 or f16 bits) as fp32.
-inline vfloat32m8_t load_scales_m8(const uint16_t* p, bool f16, size_t vl) {
-  const vuint16m4_t h = __riscv_vle16_v_u16m4(p, vl);
+inline vfloat32m4_t load_scales_m4(const uint16_t* p, bool f16, size_t vl) {
+  const vuint16m2_t h = __riscv_vle16_v_u16m2(p, vl);
   if (f16) {
 #if RVV_INDUCTOR_HAS_ZVFH
-    return __riscv_vfwcvt_f_f_v_f32m8(__riscv_vreinterpret_v_u16m4_f16m4(h), vl);
+    return __riscv_vfwcvt_f_f_v_f32m4(__riscv_vreinterpret_v_u16m2_f16m2(h), vl);
 #else
-    // Without Zvfh: rebuild the fp32 bits. Normal f16: sign | (exp + 112) << 23 | man << 13;
-    // subnormal/zero/Inf/NaN are handled by a float multiply of the shifted pattern, which
-    // is exact: (bits << 13 as an fp32 with exponent field e) * 2^112 = the f16 value.
-    const vuint32m8_t u = __riscv_vzext_vf2_u32m8(h, vl);
-    const vuint32m8_t sign = __riscv_vsll_vx_u32m8(__riscv_vand_vx_u32m8(u, 0x8000u, vl), 16, vl);
-    const vuint32m8_t mag = __riscv_vsll_vx_u32m8(__riscv_vand_vx_u32m8(u, 0x7FFFu, vl), 13, vl);
-    vfloat32m8_t v = __riscv_vfmul_vf_f32m8(__riscv_vreinterpret_v_u32m8_f32m8(mag), 5.192296858534828e+33f, vl);
-    // Inf/NaN (f16 exponent 31): force the fp32 exponent to 255, keep the payload.
-    const vbool4_t special = __riscv_vmsgeu_vx_u32m8_b4(mag, 0x0F800000u, vl);
-    v = __riscv_vreinterpret_v_u32m8_f32m8(__riscv_vor_vx_u32m8_mu(
-        special, __riscv_vreinterpret_v_f32m8_u32m8(v), __riscv_vadd_vx_u32m8(mag, 0x70000000u, vl), 0, vl));
-    return __riscv_vreinterpret_v_u32m8_f32m8(__riscv_vor_vv_u32m8(__riscv_vreinterpret_v_f32m8_u32m8(v), sign, vl));
+    // Without Zvfh: rebuild the fp32 bits. (bits & 0x7FFF) << 13 read as an fp32 has the
+    // f16 exponent field; multiplying by 2^112 rebiases it exactly, subnormals included.
+    // Inf/NaN (f16 exponent 31) get the fp32 exponent 255 with the payload kept.
+    const vuint32m4_t u = __riscv_vzext_vf2_u32m4(h, vl);
+    const vuint32m4_t sign = __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(u, 0x8000u, vl), 16, vl);
+    const vuint32m4_t mag = __riscv_vsll_vx_u32m4(__riscv_vand_vx_u32m4(u, 0x7FFFu, vl), 13, vl);
+    vfloat32m4_t v = __riscv_vfmul_vf_f32m4(__riscv_vreinterpret_v_u32m4_f32m4(mag), 5.192296858534828e+33f, vl);
+    const vbool8_t special = __riscv_vmsgeu_vx_u32m4_b8(mag, 0x0F800000u, vl);
+    v = __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vx_u32m4_mu(
+        special, __riscv_vreinterpret_v_f32m4_u32m4(v), __riscv_vadd_vx_u32m4(mag, 0x70000000u, vl), 0, vl));
+    return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vor_vv_u32m4(__riscv_vreinterpret_v_f32m4_u32m4(v), sign, vl));
 #endif
   }
-  return __riscv_vreinterpret_v_u32m8_f32m8(__riscv_vsll_vx_u32m8(__riscv_vzext_vf2_u32m8(h, vl), 16, vl));
-}
-inline vfloat32m4_t load_scales_m4(const uint16_t* p, bool f16, size_t vl) {
-  // vl <= VLMAX(e32, m4) <= VLMAX(e32, m8): reuse the m8 path and take the low half.
-  return __riscv_vlmul_trunc_v_f32m8_f32m4(load_scales_m8(p, f16, vl));
+  return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4(__riscv_vzext_vf2_u32m4(h, vl), 16, vl));
 }
 
 // Power of two 2^e with max|x| * 2^e in [2^14, 2^15) (1 when max|x| is 0 or not finite).
