@@ -115,11 +115,8 @@ Status resolve_range(const LinearProblem& p, int64_t nblocks, int64_t* b0, int64
   return Status::kOk;
 }
 
-Status run_kernel(const LinearOperands& a, const rvv_cpu_features& cpu, DType format, KernelPath* used, char* err,
-                  size_t len) {
-  KernelPath path;
-  const detail::KernelEntry* k = find_kernel(format, kind_of(a), cpu, &path);
-  if (used) *used = path;
+// k: the table kernel chosen for the problem, or null for the scalar code.
+Status run_kernel(const LinearOperands& a, const detail::KernelEntry* k, DType format, char* err, size_t len) {
   Status s;
   if (k) s = k->fn(a);
   else if (a.weight_layout == WeightLayout::kRowMajor) s = ref::linear_bf16_rowmajor_ref(a);
@@ -128,7 +125,7 @@ Status run_kernel(const LinearOperands& a, const rvv_cpu_features& cpu, DType fo
   return s == Status::kOk ? s : fail(s, err, len, "linear_bf16: %s", status_name(s));
 }
 
-Status run_packed(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used, char* err, size_t len) {
+Status run_packed(const LinearProblem& p, const detail::KernelEntry* k, char* err, size_t len) {
   if (!p.layout) return fail(Status::kNullPointer, err, len, "linear_bf16: packed weight without layout");
   if (p.nb < 0) return fail(Status::kBadShape, err, len, "linear_bf16: nb=%lld < 0", (long long)p.nb);
   Status s = validate_layout(*p.layout, p.N, p.K, p.nb, err, len);
@@ -139,10 +136,10 @@ Status run_packed(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPat
   if (s != Status::kOk) return s;
   if (p.M == 0 || a.block_begin == a.block_end) return Status::kOk;
   a.nb = p.layout->nb;
-  return run_kernel(a, cpu, DType(p.layout->dtype), used, err, len);
+  return run_kernel(a, k, DType(p.layout->dtype), err, len);
 }
 
-Status run_rowmajor(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used, char* err, size_t len) {
+Status run_rowmajor(const LinearProblem& p, const detail::KernelEntry* k, char* err, size_t len) {
   if (p.N > 1 && p.ldw < p.K)
     return fail(Status::kBadShape, err, len, "linear_bf16: ldw=%lld < K=%lld", (long long)p.ldw, (long long)p.K);
   if (p.N > 0 && p.K > 0 && !p.w) return fail(Status::kNullPointer, err, len, "linear_bf16: weight is null");
@@ -158,7 +155,7 @@ Status run_rowmajor(const LinearProblem& p, const rvv_cpu_features& cpu, KernelP
   a.block_begin = b0 * width;
   a.block_end = b1 * width < p.N ? b1 * width : p.N;
   if (p.M == 0 || a.block_begin >= a.block_end) return Status::kOk;
-  return run_kernel(a, cpu, DType::kBF16, used, err, len);
+  return run_kernel(a, k, DType::kBF16, err, len);
 }
 
 }  // namespace
@@ -238,16 +235,18 @@ int64_t linear_scratch_floats(int64_t M, int64_t K) { return (M > 1 ? M : 1) * (
 
 Status linear_bf16(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used, char* err, size_t err_len) {
   if (err && err_len) err[0] = '\0';
-  if (used) {
-    DType format = DType::kBF16;
-    if (p.weight_layout == WeightLayout::kPacked && p.layout) format = DType(p.layout->dtype);
-    *used = kernel_path_for(format, kind_of(p), cpu);
-  }
+  // One lookup per call: the kernel for the weight's format and M (the layout's format is
+  // validated before the kernel runs; an invalid one finds no kernel here).
+  DType format = DType::kBF16;
+  if (p.weight_layout == WeightLayout::kPacked && p.layout) format = DType(p.layout->dtype);
+  KernelPath path;
+  const detail::KernelEntry* k = find_kernel(format, kind_of(p), cpu, &path);
+  if (used) *used = path;
   Status s = check_common(p, err, err_len);
   if (s != Status::kOk) return s;
   switch (p.weight_layout) {
-    case WeightLayout::kPacked: return run_packed(p, cpu, used, err, err_len);
-    case WeightLayout::kRowMajor: return run_rowmajor(p, cpu, used, err, err_len);
+    case WeightLayout::kPacked: return run_packed(p, k, err, err_len);
+    case WeightLayout::kRowMajor: return run_rowmajor(p, k, err, err_len);
   }
   return fail(Status::kBadDtype, err, err_len, "linear_bf16: unknown weight layout %d", int(p.weight_layout));
 }
