@@ -4,7 +4,19 @@ and instructions.png. Deterministic: the same raw files give byte-identical outp
 
 Usage: bench/report.py [RESULTS_DIR]   (default: bench/results)
 
-The cycle model and the floors are described in bench/README.md; the constants are here.
+The cycle model and the floors are described in bench/README.md. The K1's constants
+(clock, DLEN, caches, DRAM bandwidth) and the model's scalar CPI come from the project's
+policy module, python/rvv_inductor/policy.py (plain Python, imported without torch); the
+targets are here.
+
+A row is one (impl, isa, format, layout, VLEN, M, K, N):
+  impl    rvv | scalar | aten | llamacpp
+  isa     the instruction-set variant that ran: rvv (plain V), rvv_zvfh, rvv_zvfbf,
+          scalar; aten: default (torch's DEFAULT CPU capability); llamacpp: rvv or scalar
+          (what QEMU offered; the ggml CPU variant that loaded is in path_used)
+  format  the weight format: bf16, int8 (one scale per output channel), int8-g128,
+          int4-g32/g64/g128, int4-g64-zp (zero points); llama.cpp q8_0, q4_0, f16, bf16
+  layout  packed | rowmajor
 """
 import csv
 import glob
@@ -12,13 +24,31 @@ import json
 import os
 import sys
 
-DLEN = 128  # datapath width of the SpacemiT X60 (K1), bits
-CPI_SCALAR = 1.0  # in-order; dual issue ignored (see README)
-DRAM_BYTES_PER_CYCLE = 10.7e9 / 1.6e9  # K1 memory bandwidth / core clock
+
+
+class k1:  # the SpacemiT K1 (to move to the project's policy module)
+    K1_CLOCK_HZ = 1.6e9
+    K1_DLEN_BITS = 128
+    K1_L1D_BYTES, K1_L1D_WAYS = 32 * 1024, 8
+    K1_L2_BYTES, K1_L2_WAYS = 512 * 1024, 16
+    K1_CACHE_LINE_BYTES = 64
+    K1_DRAM_BYTES_PER_S = 10.66e9
+    CPI_SCALAR = 1.0
+
+
+DLEN = k1.K1_DLEN_BITS  # datapath width of the SpacemiT X60 (K1), bits
+CPI_SCALAR = k1.CPI_SCALAR  # in-order; dual issue ignored (see README)
+DRAM_BYTES_PER_CYCLE = k1.K1_DRAM_BYTES_PER_S / k1.K1_CLOCK_HZ  # K1 memory bandwidth / core clock
+
 TARGET_GEMV_INSN_PER_W = 0.15
 TARGET_GEMV_READ_RATIO = 1.05
 TARGET_GEMM_INSN_PER_MAC = 0.12
 TARGET_FLOOR_RATIO = 1.2
+# Weight-only int8/int4 (issue 12), decode at VLEN 256, one thread.
+TARGET_CYC_PER_W = {"int4": 0.50, "int8": 0.60}  # estimated in-order cycles per weight
+TARGET_QUANT_READ_RATIO = 1.05  # bytes read / packed weight bytes (scales included)
+TARGET_VS_LLAMACPP = 4.0  # >= this many times fewer instructions per weight than llama.cpp
+LLAMACPP_PEER = {"int4": "q4_0", "int8": "q8_0"}
 
 SHAPE_NAMES = {
     (1536, 2048): "q_proj+k+v 1536->2048",
@@ -28,6 +58,9 @@ SHAPE_NAMES = {
     (1536, 151936): "lm_head 1536->151936",
 }
 SHAPE_ORDER = list(SHAPE_NAMES)
+QUANT_FORMATS = ["int8", "int8-g128", "int4-g32", "int4-g64", "int4-g128", "int4-g64-zp"]
+LLAMA_FORMATS = ["q8_0", "q4_0", "f16", "bf16"]
+ISA_NAME = {"rvv": "V", "rvv_zvfh": "Zvfh", "rvv_zvfbf": "Zvfbfwma", "scalar": "scalar", "default": "default"}
 
 COUNTERS = [
     "insns", "vector_insns", "scalar", "scalar_mem", "vsetvl", "vload", "vstore", "vfma", "vwiden", "varith",
@@ -35,15 +68,30 @@ COUNTERS = [
     "l1_misses", "l2_misses", "dram_read_bytes", "dram_write_bytes", "vtype_unknown", "vtype_mismatch",
 ]
 TAGGED = ["weights", "input", "output", "scratch", "other"]
+# Program-reported numbers that are extrapolated like counters when a row is sampled.
+EXTRA_LINEAR = ["wbytes", "percall_insns"]
 
-IMPL_LABEL = {
-    ("rvv", "packed"): "RVV packed (widening)",
-    ("rvv", "rowmajor"): "RVV row-major (widening)",
-    ("rvv_zvfbf", "packed"): "RVV packed (Zvfbfwma)",
-    ("rvv_zvfbf", "rowmajor"): "RVV row-major (Zvfbfwma)",
-    ("scalar", "packed"): "scalar reference",
-    ("aten", "rowmajor"): "ATen F.linear (torch 2.14.1)",
-}
+
+def family(fmt):
+    """int8 / int4 / bf16 / a llama.cpp format."""
+    return fmt.split("-")[0]
+
+
+def label(impl, isa, fmt, layout, path_used=""):
+    if impl == "llamacpp":
+        variant = path_used.replace("libggml-cpu-", "").replace(".so", "") or isa
+        return f"llama.cpp {fmt.upper()} ({variant})"
+    if impl == "aten":
+        return "ATen F.linear (torch 2.14.1)"
+    if impl == "scalar":
+        return "scalar reference" + ("" if fmt == "bf16" else f" {fmt}")
+    lay = "packed" if layout == "packed" else "row-major"
+    if fmt == "bf16":
+        return f"RVV {lay} ({'widening' if isa == 'rvv' else ISA_NAME.get(isa, isa)})"
+    return f"RVV {fmt} ({ISA_NAME.get(isa, isa)})"
+
+
+# ---------------------------------------------------------------- loading
 
 
 def flatten(region):
@@ -54,14 +102,26 @@ def flatten(region):
     return row
 
 
+def job_key_fields(job):
+    """(impl, isa, format, layout). Raw files of the earlier run.sh (impl rvv | rvv_zvfbf |
+    scalar | aten, format = layout, BF16 only) are read too."""
+    if "layout" in job:
+        return job["impl"], job["isa"], job["format"], job["layout"]
+    impl = job["impl"]
+    isa = {"aten": "default"}.get(impl, impl)
+    return ("rvv" if impl == "rvv_zvfbf" else impl), isa, "bf16", job["format"]
+
+
 def load(raw_dir):
-    """Returns {(impl, fmt, vlen, M, K, N_full): {"full"|"sample1"|"sample2": (N, counters)}}."""
-    groups = {}
+    """Returns ({key: {"full"|"sample1"|"sample2": (N, counters)}}, {key: job}) with
+    key = (impl, isa, format, layout, vlen, M, K, N_full)."""
+    groups, jobs = {}, {}
     for path in sorted(glob.glob(os.path.join(raw_dir, "*.json"))):
         with open(path) as f:
             d = json.load(f)
         job, plugin = d["job"], d["plugin"]
         progs = {p.get("region", 1): p for p in d["programs"]}
+        impl, isa, fmt, layout = job_key_fields(job)
         for run in job["runs"]:
             reg = plugin["regions"].get(str(run["region"]))
             prog = progs.get(run["region"])
@@ -71,13 +131,19 @@ def load(raw_dir):
                 sys.exit(f"report.py: {path}: the program's output check failed; numbers would be meaningless")
             if reg.get("calls") != 1:
                 sys.exit(f"report.py: {path}: region {run['region']} ran {reg.get('calls')} times, expected 1")
-            vlen = job["vlen"]
-            key = (job["impl"], job["format"], vlen, run["M"], run["K"], run["N_full"])
+            key = (impl, isa, fmt, layout, job["vlen"], run["M"], run["K"], run["N_full"])
             row = flatten(reg)
             row["_path_used"] = prog.get("path_used", "")
-            row["_buffer"] = float(prog.get("weight_buffer_bytes", 0))
-            groups.setdefault(key, {})[run["role"]] = (run["N"], row)
-    return groups
+            row["_kernel"] = prog.get("kernel", "")
+            N, K = run["N"], run["K"]
+            row["wbytes"] = float(prog.get("packed_bytes", 0)) if fmt != "bf16" else 2.0 * N * K
+            if fmt != "bf16" and not row["wbytes"]:
+                sys.exit(f"report.py: {path}: a {fmt} row without packed_bytes")
+            pc = prog.get("per_call_region")
+            row["percall_insns"] = float(plugin["regions"].get(str(pc), {}).get("insns", 0)) if pc else 0.0
+            groups.setdefault(key, {})[run["role"]] = (N, row)
+            jobs[key] = dict(job, program=prog)
+    return groups, jobs
 
 
 def combine(samples, n_full):
@@ -95,20 +161,47 @@ def combine(samples, n_full):
     return out, True
 
 
+# ---------------------------------------------------------------- derived metrics
+
+
+def floors(vlen, M, K, N):
+    """Ideal numbers for the BF16 widening (software BF16) path and for Zvfbfwma.
+
+    Widening path, per group of VLEN/4 weights (vle16 at m4, widened to e32 m8): vle16
+    (4 registers) + vzext.vf2 (8) + vsll (8) + M x vfmacc (8 each): 20 + 8M register
+    operations, each VLEN/DLEN datapath beats. Zvfbfwma: vle16 (4) + M x vfwmaccbf16 (8).
+    Instruction lower bounds count one instruction per step and group."""
+    w = N * K
+    groups = w / (vlen / 4)
+    beats_per_reg = vlen / DLEN
+    mem = 2 * w / DRAM_BYTES_PER_CYCLE
+    dp_widen = (20 + 8 * M) * groups * beats_per_reg
+    dp_wma = (4 + 8 * M) * groups * beats_per_reg
+    return {
+        "floor_widen_datapath": dp_widen,
+        "floor_widen_cycles": max(dp_widen, mem),
+        "floor_wma_cycles": max(dp_wma, mem),
+        "lb_vinsns_widen": (3 + M) * groups,
+        "lb_vinsns_wma": (1 + M) * groups,
+    }
+
+
 def derive(key, c, sampled):
-    impl, fmt, vlen, M, K, N = key
+    impl, isa, fmt, layout, vlen, M, K, N = key
     w_elems = N * K
-    wbytes = 2 * w_elems
+    wbytes = c["wbytes"]
     macs = M * N * K
     r = {
-        "impl": impl, "format": fmt, "vlen": vlen, "M": M, "K": K, "N": N, "sampled": int(sampled),
-        "path_used": c["_path_used"], "weight_bytes": wbytes, "macs": macs,
+        "impl": impl, "isa": isa, "format": fmt, "layout": layout, "vlen": vlen, "M": M, "K": K, "N": N,
+        "sampled": int(sampled), "path_used": c["_path_used"], "kernel": c["_kernel"], "weight_bytes": wbytes,
+        "weight_bytes_per_elem": wbytes / w_elems, "macs": macs,
     }
     for k in COUNTERS:
         r[k] = c[k]
     for t in TAGGED:
         r["read_" + t] = c["read_" + t]
         r["dram_read_" + t] = c["dram_" + t]
+    r["percall_insns"] = c["percall_insns"]
     r["insns_per_weight"] = c["insns"] / w_elems
     r["insns_per_mac"] = c["insns"] / macs
     r["bytes_read_per_wbyte"] = c["bytes_read"] / wbytes
@@ -123,36 +216,46 @@ def derive(key, c, sampled):
     r["cyc_compute"] = compute
     r["cyc_memory"] = mem
     r["cyc_est"] = max(compute, mem)
+    r["cyc_per_weight"] = r["cyc_est"] / w_elems
+    r["cyc_per_mac"] = r["cyc_est"] / macs
     # Optimistic bound: scalar issue fully hidden behind the vector datapath (or vice versa).
     r["cyc_overlap"] = max(scalar_like * CPI_SCALAR, c["vbeats"], mem)
-    f = floors(vlen if vlen else 256, M, K, N)
+    # Streaming the weight once at the modelled bandwidth: the floor of any format.
+    r["floor_mem_cycles"] = wbytes / DRAM_BYTES_PER_CYCLE
+    # The BF16 datapath floors apply to BF16 weights only.
+    f = floors(vlen if vlen else 256, M, K, N) if fmt == "bf16" else {k: "" for k in floors(256, 1, 1, 1)}
     r.update(f)
-    r["est_over_floor"] = r["cyc_est"] / f["floor_widen_cycles"]
-    r["overlap_over_floor"] = r["cyc_overlap"] / f["floor_widen_cycles"]
+    r["est_over_floor"] = r["cyc_est"] / f["floor_widen_cycles"] if fmt == "bf16" else ""
+    r["overlap_over_floor"] = r["cyc_overlap"] / f["floor_widen_cycles"] if fmt == "bf16" else ""
     return r
 
 
-def floors(vlen, M, K, N):
-    """Ideal numbers for the widening (software BF16) path and for Zvfbfwma.
+class Results:
+    """All rows, indexed; get() treats scalar rows (no vector unit) as VLEN-independent."""
 
-    Widening path, per group of VLEN/4 weights (vle16 at m4, widened to e32 m8): vle16
-    (4 registers) + vzext.vf2 (8) + vsll (8) + M x vfmacc (8 each): 20 + 8M register
-    operations, each VLEN/DLEN datapath beats. Zvfbfwma: vle16 (4) + M x vfwmaccbf16 (8).
-    Instruction lower bounds count one instruction per step and group."""
-    w = N * K
-    groups = w / (vlen / 4)
-    beats_per_reg = vlen / DLEN
-    mem = 2 * w / DRAM_BYTES_PER_CYCLE
-    dp_widen = (20 + 8 * M) * groups * beats_per_reg
-    dp_wma = (4 + 8 * M) * groups * beats_per_reg
-    return {
-        "floor_mem_cycles": mem,
-        "floor_widen_datapath": dp_widen,
-        "floor_widen_cycles": max(dp_widen, mem),
-        "floor_wma_cycles": max(dp_wma, mem),
-        "lb_vinsns_widen": (3 + M) * groups,
-        "lb_vinsns_wma": (1 + M) * groups,
-    }
+    def __init__(self, rows, jobs):
+        self.rows = rows
+        self.jobs = jobs
+        self.idx = {tuple(r[k] for k in ("impl", "isa", "format", "layout", "vlen", "M", "K", "N")): r for r in rows}
+        self.shapes = [s for s in SHAPE_ORDER if any((r["K"], r["N"]) == s for r in rows)]
+        self.Ms = sorted({r["M"] for r in rows})
+
+    def get(self, impl, isa, fmt, layout, vlen, M, K, N):
+        return self.idx.get((impl, isa, fmt, layout, 0 if isa == "scalar" else vlen, M, K, N))
+
+    def quant_isas(self):
+        """The vector variants that have int8/int4 rows, plain V first."""
+        have = {r["isa"] for r in self.rows if r["impl"] == "rvv" and family(r["format"]) in ("int8", "int4")}
+        return [i for i in ("rvv", "rvv_zvfh", "rvv_zvfbf") if i in have]
+
+    def quant_formats(self, isa="rvv"):
+        return [f for f in QUANT_FORMATS if any(r["format"] == f and r["isa"] == isa for r in self.rows)]
+
+    def llama(self, fmt, M, K, N, isa="rvv"):
+        return self.get("llamacpp", isa, fmt, "rowmajor", 256, M, K, N)
+
+
+# ---------------------------------------------------------------- formatting
 
 
 def fmt_n(x):
@@ -177,72 +280,202 @@ def table(headers, rows):
     return "\n".join(out)
 
 
-def main():
-    res = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
-    groups = load(os.path.join(res, "raw"))
-    if not groups:
-        sys.exit(f"report.py: no raw results in {res}/raw: run bench/run.sh")
-    rows = []
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], SHAPE_ORDER.index((k[4], k[5])) if (k[4], k[5]) in SHAPE_ORDER else 99, k[3])):
-        c, sampled = combine(groups[key], key[5])
-        rows.append(derive(key, c, sampled))
-    idx = {(r["impl"], r["format"], r["vlen"], r["M"], r["K"], r["N"]): r for r in rows}
+def star(r):
+    return "*" if r["sampled"] else ""
 
-    def get(impl, fmt, vlen, M, K, N):
-        return idx.get((impl, fmt, 0 if impl == "scalar" else vlen, M, K, N))
 
-    # ---------------------------------------------------------------- CSV
-    fields = list(rows[0].keys())
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+
+# ---------------------------------------------------------------- report sections
+
+
+def write_csv(res, R):
+    fields = list(R.rows[0].keys())
     with open(os.path.join(res, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
-        for r in rows:
+        for r in R.rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
-    shapes = [s for s in SHAPE_ORDER if any((r["K"], r["N"]) == s for r in rows)]
-    Ms = sorted({r["M"] for r in rows})
-    md = []
-    md.append("# RVV BF16 Linear: instruction-count benchmark\n")
-    md.append("Generated by `bench/run.sh` (raw data in `raw/`, every row in `results.csv`); method, "
-              "cycle model and caveats in `bench/README.md`. All numbers are counts of executed riscv64 "
-              "instructions and bytes for ONE call (after a warm-up call), single thread, from QEMU user "
-              "mode with the `rvvcount` plugin; emulation wall time is not a measure of anything. "
-              "Rows marked * were extrapolated linearly in N from two narrower runs.\n")
-    md.append(f"Cycle estimate (in-order, K1-like): scalar instructions x CPI {CPI_SCALAR:g} + vector "
-              f"datapath beats (each vector instruction max(1, EMUL x VLEN/{DLEN})), overlapped with DRAM "
-              f"traffic at {DRAM_BYTES_PER_CYCLE:.2f} B/cycle (10.7 GB/s at 1.6 GHz) from the cache model "
-              "(32 KiB L1D 8-way + 512 KiB L2 16-way, 64 B lines, LRU, cold at the call, no prefetch). "
-              "Floor = the widening path's datapath floor: per VLEN/4 weights, vle16 m4 + vzext m8 + vsll m8 "
-              "+ M x vfmacc m8 (or the weight streaming time, if larger).\n")
 
-    # Decode table
-    md.append("## Decode GEMV (M = 1), VLEN 256\n")
+def section_intro(R):
+    clock_ghz = k1.K1_CLOCK_HZ / 1e9
+    return [
+        "# RVV Linear (BF16, INT8, INT4 weights): instruction-count benchmark\n",
+        "Generated by `bench/run.sh` (raw data in `raw/`, every row in `results.csv`); method, "
+        "cycle model and caveats in `bench/README.md`. All numbers are counts of executed riscv64 "
+        "instructions and bytes for ONE call (after a warm-up call), single thread, from QEMU user "
+        "mode with the `rvvcount` plugin; emulation wall time is not a measure of anything. "
+        "Rows marked * were extrapolated linearly in N from two narrower runs.\n",
+        f"Cycle estimate (in-order, K1-like): scalar instructions x CPI {CPI_SCALAR:g} + vector "
+        f"datapath beats (each vector instruction max(1, EMUL x VLEN/{DLEN})), overlapped with DRAM "
+        f"traffic at {DRAM_BYTES_PER_CYCLE:.2f} B/cycle ({k1.K1_DRAM_BYTES_PER_S / 1e9:.2f} GB/s at "
+        f"{clock_ghz:g} GHz) from the cache model ({k1.K1_L1D_BYTES // 1024} KiB L1D {k1.K1_L1D_WAYS}-way + "
+        f"{k1.K1_L2_BYTES // 1024} KiB L2 {k1.K1_L2_WAYS}-way, {k1.K1_CACHE_LINE_BYTES} B lines, LRU, cold at "
+        "the call, no prefetch). BF16 floor = the widening path's datapath floor: per VLEN/4 weights, "
+        "vle16 m4 + vzext m8 + vsll m8 + M x vfmacc m8 (or the weight streaming time, if larger).\n",
+    ]
+
+
+def section_decode_bf16(R):
+    md = ["## Decode GEMV (M = 1), BF16 weights, VLEN 256\n"]
     hdr = ["shape", "implementation", "instructions", "vector", "instr / weight", "bytes read",
            "read / W bytes", "DRAM W / W bytes", "reg-group ops", "est. cycles", "est / floor"]
+    impls = [("rvv", "rvv", "packed"), ("rvv", "rvv", "rowmajor"), ("rvv", "rvv_zvfbf", "packed"),
+             ("rvv", "rvv_zvfbf", "rowmajor"), ("scalar", "scalar", "packed"), ("aten", "default", "rowmajor"),
+             ("llamacpp", "rvv", "rowmajor")]
     trs = []
-    impls = [("rvv", "packed"), ("rvv", "rowmajor"), ("rvv_zvfbf", "packed"), ("rvv_zvfbf", "rowmajor"),
-             ("scalar", "packed"), ("aten", "rowmajor")]
-    for s in shapes:
+    for s in R.shapes:
         K, N = s
-        for impl, fm in impls:
-            r = get(impl, fm, 256, 1, K, N)
+        for impl, isa, lay in impls:
+            r = R.get(impl, isa, "bf16", lay, 256, 1, K, N)
             if not r:
                 continue
-            star = "*" if r["sampled"] else ""
-            trs.append([SHAPE_NAMES[s], IMPL_LABEL[(impl, fm)] + star, fmt_n(r["insns"]), fmt_n(r["vector_insns"]),
-                        f"{r['insns_per_weight']:.3f}", fmt_b(r["bytes_read"]), f"{r['bytes_read_per_wbyte']:.3f}",
-                        f"{r['dram_w_per_wbyte']:.3f}", fmt_n(r["vregops"]), fmt_n(r["cyc_est"]),
-                        f"{r['est_over_floor']:.2f}"])
+            trs.append([SHAPE_NAMES[s], label(impl, isa, "bf16", lay, r["path_used"]) + star(r), fmt_n(r["insns"]),
+                        fmt_n(r["vector_insns"]), f"{r['insns_per_weight']:.3f}", fmt_b(r["bytes_read"]),
+                        f"{r['bytes_read_per_wbyte']:.3f}", f"{r['dram_w_per_wbyte']:.3f}", fmt_n(r["vregops"]),
+                        fmt_n(r["cyc_est"]), f"{r['est_over_floor']:.2f}"])
         f = floors(256, 1, K, N)
         trs.append([SHAPE_NAMES[s], "ideal (widening / Zvfbfwma)",
                     f"{fmt_n(f['lb_vinsns_widen'])} / {fmt_n(f['lb_vinsns_wma'])} (vector LB)", "",
                     f"{f['lb_vinsns_widen'] / (K * N):.4f} / {f['lb_vinsns_wma'] / (K * N):.4f}",
-                    fmt_b(2 * K * N), "1.000", "1.000", "", f"{fmt_n(f['floor_widen_cycles'])} / {fmt_n(f['floor_wma_cycles'])}",
-                    "1.00"])
+                    fmt_b(2 * K * N), "1.000", "1.000", "",
+                    f"{fmt_n(f['floor_widen_cycles'])} / {fmt_n(f['floor_wma_cycles'])}", "1.00"])
     md.append(table(hdr, trs) + "\n")
+    return md
 
-    # Prefill table
-    md.append("## Prefill / batched GEMM (M > 1), VLEN 256, packed weights\n")
+
+def arch_summary(arch):
+    """'rv64i2p1_m2p0_..._v1p0_..._zvl128b1p0' -> 'rv64imafdcv (zvl128b; no Zfh, no Zvfh)'."""
+    import re
+
+    parts = arch.split("_")
+    xlen = re.match(r"rv\d+", parts[0]).group(0) if re.match(r"rv\d+", parts[0]) else ""
+    parts[0] = parts[0][len(xlen):]
+    base = xlen + "".join(re.sub(r"\d.*", "", p) for p in parts if len(re.sub(r"\d.*", "", p)) == 1)
+    exts = [re.sub(r"\d+p\d+$", "", p) for p in parts if p.startswith("z")]
+    zvl = max((e for e in exts if e.startswith("zvl")), key=lambda e: int(e[3:-1]), default="")
+    missing = [e for e in ("zfh", "zvfh") if e not in exts]
+    notes = ([zvl] if zvl else []) + [f"no {e.capitalize()}" for e in missing]
+    return f"`{base}`" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def llamacpp_note(R):
+    """What ggml loaded, and what Debian's build lacks, from the llama.cpp rows' programs."""
+    keys = [k for k in R.jobs if k[0] == "llamacpp"]
+    if not keys:
+        return []
+    seen = {}
+    for k in sorted(keys):
+        job = R.jobs[k]
+        p = job["program"]
+        seen.setdefault((k[1], p.get("path_used", "?")), (p, job.get("ggml_cpu_arch", "")))
+    lines = []
+    for (isa, so), (p, arch) in sorted(seen.items()):
+        feats = ", ".join(f"{a}={b}" for a, b in sorted(p.get("ggml_features", {}).items()))
+        lines.append(f"QEMU CPU {'with V' if isa == 'rvv' else 'without V'}: ggml's registry loaded `{so}` "
+                     f"(features {feats or '-'}; extra buffer types: {', '.join(p.get('ggml_extra_bufts', [])) or 'none'})"
+                     + (f"; its ELF arch attribute is {arch_summary(arch)}" if arch else ""))
+    return [
+        "llama.cpp is Debian forky's libggml 0.27.0: one `ggml_mul_mat` (W [N, K] in the weight format, X F32 "
+        "[M, K] as in its decode) on the CPU backend with one thread, the region around `ggml_backend_graph_compute` "
+        "(graph launch, conversion of X to Q8_0 / F16 / BF16 inside the MUL_MAT, the dot products). "
+        + " ".join(f"{x}." for x in lines)
+        + " **Debian builds the RVV variant for plain rv64gcv without Zvfh, so upstream's repacked GEMV/GEMM "
+        "kernels for RVV (the CPU_REPACK buffer type, compiled only with Zvfh) are not in it**: the weights stay "
+        "in the plain Q4_0/Q8_0 block layout and go through `ggml_vec_dot_q*_q8_0`; F16 and BF16 have no vector "
+        "kernel there.\n"
+    ]
+
+
+def section_decode_quant(R):
+    isas = R.quant_isas()
+    have_llama = any(r["impl"] == "llamacpp" for r in R.rows)
+    if not isas and not have_llama:
+        return []
+    md = ["## Decode GEMV (M = 1), INT8 / INT4 weights and llama.cpp, VLEN 256\n"]
+    md.append("W bytes = the packed weight incl. scales (and zero points); for llama.cpp the ggml tensor "
+              "(blocks of 32 with an FP16 scale: Q8_0 34 B, Q4_0 18 B per 32 weights). cycles / weight = the "
+              "in-order estimate (DLEN 128) per weight element; DRAM floor = W bytes at the modelled bandwidth; "
+              "read / W bytes = all bytes the call read (W, X, scales, stack) over W bytes, of which W = the reads "
+              "that fell in the weight buffer. "
+              "llama.cpp / this = llama.cpp's instructions per weight on the same family (Q4_0 for int4, "
+              "Q8_0 for int8) over this row's.\n")
+    md += llamacpp_note(R)
+    hdr = ["shape", "implementation", "W bytes / weight", "instructions", "instr / weight", "cycles / weight",
+           "DRAM floor / weight", "read / W bytes", "of which W", "DRAM W / W bytes", "llama.cpp / this"]
+    trs = []
+    for s in R.shapes:
+        K, N = s
+        cands = []
+        for isa in isas:
+            for fm in QUANT_FORMATS:
+                cands.append(("rvv", isa, fm))
+        for fm in QUANT_FORMATS:
+            cands.append(("scalar", "scalar", fm))
+        for fm in LLAMA_FORMATS:
+            cands.append(("llamacpp", "rvv", fm))
+        cands.append(("llamacpp", "scalar", "q4_0"))
+        for impl, isa, fm in cands:
+            lay = "rowmajor" if impl == "llamacpp" else "packed"
+            r = R.get(impl, isa, fm, lay, 256, 1, K, N)
+            if not r:
+                continue
+            peer = R.llama(LLAMACPP_PEER.get(family(fm), ""), 1, K, N) if impl != "llamacpp" else None
+            trs.append([SHAPE_NAMES[s], label(impl, isa, fm, lay, r["path_used"]) + star(r),
+                        f"{r['weight_bytes_per_elem']:.3f}", fmt_n(r["insns"]), f"{r['insns_per_weight']:.3f}",
+                        f"{r['cyc_per_weight']:.3f}", f"{r['floor_mem_cycles'] / (K * N):.3f}",
+                        f"{r['bytes_read_per_wbyte']:.3f}", f"{r['read_weights'] / r['weight_bytes']:.3f}",
+                        f"{r['dram_w_per_wbyte']:.3f}",
+                        f"{peer['insns_per_weight'] / r['insns_per_weight']:.1f}x" if peer else "-"])
+    md.append(table(hdr, trs) + "\n")
+    ll = [r for r in R.rows if r["impl"] == "llamacpp" and r["percall_insns"] and r["M"] == 1 and r["isa"] == "rvv"]
+    if ll:
+        lo = min(r["percall_insns"] for r in ll)
+        hi = max(r["percall_insns"] for r in ll)
+        md.append(f"Of llama.cpp's instructions, the per-call part (graph launch + converting X + one row, "
+                  f"measured as the same graph on a 1-row view of W) is {fmt_n(lo)}-{fmt_n(hi)} per call at M = 1.\n")
+    return md
+
+
+def section_gemm_quant(R):
+    isas = R.quant_isas()
+    Ms = [m for m in R.Ms if 1 < m <= 16]
+    if not Ms or not (isas or any(r["impl"] == "llamacpp" and r["M"] > 1 for r in R.rows)):
+        return []
+    md = ["## Batched (M = 2..16), INT8 / INT4 weights and llama.cpp, VLEN 256\n"]
+    md.append("Each cell: instructions per multiply-add / estimated cycles per multiply-add (in-order, DLEN 128); "
+              "the call reads W once for all M rows, so cycles per weight are M times the second number.\n")
+    for isa in isas or ["rvv"]:
+        fmts = R.quant_formats(isa) if isas else []
+        lls = [f for f in ("q8_0", "q4_0") if any(r["impl"] == "llamacpp" and r["format"] == f and r["M"] > 1
+                                                 for r in R.rows)]
+        if not fmts and not lls:
+            continue
+        if isas:
+            md.append(f"### {ISA_NAME[isa]} path (`--path {isa}`)\n")
+        hdr = ["shape", "M"] + fmts + [f"llama.cpp {f.upper()}" for f in lls]
+        trs = []
+        for s in R.shapes:
+            K, N = s
+            for M in Ms:
+                cells = []
+                for f in fmts:
+                    r = R.get("rvv", isa, f, "packed", 256, M, K, N)
+                    cells.append(f"{r['insns_per_mac']:.3f} / {r['cyc_per_mac']:.3f}{star(r)}" if r else "-")
+                for f in lls:
+                    r = R.llama(f, M, K, N)
+                    cells.append(f"{r['insns_per_mac']:.3f} / {r['cyc_per_mac']:.3f}{star(r)}" if r else "-")
+                if any(c != "-" for c in cells):
+                    trs.append([SHAPE_NAMES[s], M] + cells)
+        md.append(table(hdr, trs) + "\n")
+    return md
+
+
+def section_prefill_bf16(R):
+    md = ["## Prefill / batched GEMM (M > 1), BF16 weights, VLEN 256, packed\n"]
     md.append("Instructions per multiply-add for each implementation; the RVV widening kernel's modelled DRAM "
               "weight traffic (LLC misses falling in W) and total DRAM reads relative to the BF16 weight bytes; "
               "cycle estimate relative to the floor, also with scalar issue fully overlapped with the vector "
@@ -251,127 +484,181 @@ def main():
            "RVV instructions", "DRAM W / W", "DRAM all / W", "est / floor", "(overlap) / floor", "ATen / RVV",
            "scalar / RVV"]
     trs = []
-    for s in shapes:
+
+    def ipm(x):
+        return (f"{x['insns_per_mac']:.4g}" + star(x)) if x else "-"
+
+    for s in R.shapes:
         K, N = s
-        for M in Ms:
+        for M in R.Ms:
             if M == 1:
                 continue
-            r = get("rvv", "packed", 256, M, K, N)
+            r = R.get("rvv", "rvv", "bf16", "packed", 256, M, K, N)
             if not r:
                 continue
-            z = get("rvv_zvfbf", "packed", 256, M, K, N)
-            sc = get("scalar", "packed", 256, M, K, N)
-            at = get("aten", "rowmajor", 256, M, K, N)
-
-            def ipm(x):
-                return (f"{x['insns_per_mac']:.4g}" + ("*" if x["sampled"] else "")) if x else "-"
-
-            trs.append([SHAPE_NAMES[s], M, ipm(r), ipm(z), ipm(sc), ipm(at), fmt_n(r["insns"]) + ("*" if r["sampled"] else ""),
+            z = R.get("rvv", "rvv_zvfbf", "bf16", "packed", 256, M, K, N)
+            sc = R.get("scalar", "scalar", "bf16", "packed", 256, M, K, N)
+            at = R.get("aten", "default", "bf16", "rowmajor", 256, M, K, N)
+            trs.append([SHAPE_NAMES[s], M, ipm(r), ipm(z), ipm(sc), ipm(at), fmt_n(r["insns"]) + star(r),
                         f"{r['dram_w_per_wbyte']:.2f}", f"{r['dram_per_wbyte']:.2f}", f"{r['est_over_floor']:.2f}",
-                        f"{r['overlap_over_floor']:.2f}", f"{at['insns'] / r['insns']:.0f}x" if at else "-", f"{sc['insns'] / r['insns']:.0f}x" if sc else "-"])
+                        f"{r['overlap_over_floor']:.2f}", f"{at['insns'] / r['insns']:.0f}x" if at else "-",
+                        f"{sc['insns'] / r['insns']:.0f}x" if sc else "-"])
     md.append(table(hdr, trs) + "\n")
+    return md
 
-    # VLEN scaling
-    vlens = sorted({r["vlen"] for r in rows if r["impl"] == "rvv" and r["format"] == "packed"})
-    if len(vlens) > 1:
-        md.append("## VLEN scaling (RVV widening kernel, packed weights)\n")
-        md.append("Instructions at each VLEN and the ratio to the next smaller VLEN (2.0 = perfect scaling); "
-                  "est / floor at each VLEN (DLEN stays 128, so the datapath floor in cycles does not shrink).\n")
-        hdr = ["shape", "M"] + [f"instr VLEN {v}" for v in vlens] + \
-              [f"{a}->{b}" for a, b in zip(vlens, vlens[1:])] + [f"est/floor {v}" for v in vlens]
-        trs = []
-        for s in shapes:
-            K, N = s
-            for M in Ms:
-                rs = [get("rvv", "packed", v, M, K, N) for v in vlens]
-                if not all(rs):
-                    continue
-                trs.append([SHAPE_NAMES[s], M] + [fmt_n(x["insns"]) for x in rs] +
-                           [f"{a['insns'] / b['insns']:.2f}" for a, b in zip(rs, rs[1:])] +
-                           [f"{x['est_over_floor']:.2f}" for x in rs])
-        md.append(table(hdr, trs) + "\n")
 
-    # Instruction mix of the main kernels
-    md.append("## Instruction mix, VLEN 256 (share of instructions)\n")
+def bf16_vlens(R):
+    return sorted({r["vlen"] for r in R.rows if r["impl"] == "rvv" and r["isa"] == "rvv" and r["format"] == "bf16"
+                   and r["layout"] == "packed"})
+
+
+def section_vlen_scaling(R):
+    vlens = bf16_vlens(R)
+    if len(vlens) < 2:
+        return []
+    md = ["## VLEN scaling (RVV widening kernel, BF16 packed weights)\n"]
+    md.append("Instructions at each VLEN and the ratio to the next smaller VLEN (2.0 = perfect scaling); "
+              "est / floor at each VLEN (DLEN stays 128, so the datapath floor in cycles does not shrink).\n")
+    hdr = ["shape", "M"] + [f"instr VLEN {v}" for v in vlens] + \
+          [f"{a}->{b}" for a, b in zip(vlens, vlens[1:])] + [f"est/floor {v}" for v in vlens]
+    trs = []
+    for s in R.shapes:
+        K, N = s
+        for M in R.Ms:
+            rs = [R.get("rvv", "rvv", "bf16", "packed", v, M, K, N) for v in vlens]
+            if not all(rs):
+                continue
+            trs.append([SHAPE_NAMES[s], M] + [fmt_n(x["insns"]) for x in rs] +
+                       [f"{a['insns'] / b['insns']:.2f}" for a, b in zip(rs, rs[1:])] +
+                       [f"{x['est_over_floor']:.2f}" for x in rs])
+    md.append(table(hdr, trs) + "\n")
+    return md
+
+
+def section_mix(R):
+    md = ["## Instruction mix, VLEN 256 (share of instructions)\n"]
     hdr = ["shape", "M", "implementation", "scalar", "scalar mem", "vsetvl", "vload", "vstore", "vfma", "vwiden",
            "varith", "reg-group ops / vector instr"]
+    cands = [("rvv", "rvv", "bf16"), ("rvv", "rvv_zvfbf", "bf16")]
+    cands += [("rvv", isa, f) for isa in R.quant_isas() for f in ("int8", "int4-g64")]
+    cands += [("llamacpp", "rvv", f) for f in ("q8_0", "q4_0")]
     trs = []
-    for s in shapes:
+    for s in R.shapes:
         K, N = s
         for M in (1, 16):
-            for impl, fm in (("rvv", "packed"), ("rvv_zvfbf", "packed")):
-                r = get(impl, fm, 256, M, K, N)
+            for impl, isa, fm in cands:
+                lay = "rowmajor" if impl == "llamacpp" else "packed"
+                r = R.get(impl, isa, fm, lay, 256, M, K, N)
                 if not r:
                     continue
                 nv = r["vector_insns"] - r["vsetvl"]
-                trs.append([SHAPE_NAMES[s], M, IMPL_LABEL[(impl, fm)]] +
+                trs.append([SHAPE_NAMES[s], M, label(impl, isa, fm, lay, r["path_used"])] +
                            [f"{100 * r[k] / r['insns']:.1f}%" for k in
                             ("scalar", "scalar_mem", "vsetvl", "vload", "vstore", "vfma", "vwiden", "varith")] +
                            [f"{r['vregops'] / nv:.2f}" if nv else "-"])
     md.append(table(hdr, trs) + "\n")
+    return md
 
-    # Targets
-    md.append("## Targets\n")
+
+def targets_bf16(R):
     trs = []
-
-    def verdict(ok):
-        return "met" if ok else "**missed**"
-
-    for s in shapes:
+    for s in R.shapes:
         K, N = s
-        r = get("rvv", "packed", 256, 1, K, N)
+        r = R.get("rvv", "rvv", "bf16", "packed", 256, 1, K, N)
         if r:
-            trs.append([f"GEMV {SHAPE_NAMES[s]}: instr / weight <= {TARGET_GEMV_INSN_PER_W}",
+            trs.append([f"BF16 GEMV {SHAPE_NAMES[s]}: instr / weight <= {TARGET_GEMV_INSN_PER_W}",
                         f"{r['insns_per_weight']:.3f}", verdict(r["insns_per_weight"] <= TARGET_GEMV_INSN_PER_W)])
-            trs.append([f"GEMV {SHAPE_NAMES[s]}: bytes read <= {TARGET_GEMV_READ_RATIO} x W",
+            trs.append([f"BF16 GEMV {SHAPE_NAMES[s]}: bytes read <= {TARGET_GEMV_READ_RATIO} x W",
                         f"{r['bytes_read_per_wbyte']:.3f}", verdict(r["bytes_read_per_wbyte"] <= TARGET_GEMV_READ_RATIO)])
-            trs.append([f"GEMV {SHAPE_NAMES[s]}: est. cycles <= {TARGET_FLOOR_RATIO} x floor",
+            trs.append([f"BF16 GEMV {SHAPE_NAMES[s]}: est. cycles <= {TARGET_FLOOR_RATIO} x floor",
                         f"{r['est_over_floor']:.2f}", verdict(r["est_over_floor"] <= TARGET_FLOOR_RATIO)])
-    for s in shapes:
+    for s in R.shapes:
         K, N = s
         for M in (4, 8, 16):
-            r = get("rvv", "packed", 256, M, K, N)
+            r = R.get("rvv", "rvv", "bf16", "packed", 256, M, K, N)
             if r:
-                trs.append([f"GEMM {SHAPE_NAMES[s]} M={M}: instr / MAC <= {TARGET_GEMM_INSN_PER_MAC}",
+                trs.append([f"BF16 GEMM {SHAPE_NAMES[s]} M={M}: instr / MAC <= {TARGET_GEMM_INSN_PER_MAC}",
                             f"{r['insns_per_mac']:.4f}", verdict(r["insns_per_mac"] <= TARGET_GEMM_INSN_PER_MAC)])
-                trs.append([f"GEMM {SHAPE_NAMES[s]} M={M}: est. cycles <= {TARGET_FLOOR_RATIO} x floor",
+                trs.append([f"BF16 GEMM {SHAPE_NAMES[s]} M={M}: est. cycles <= {TARGET_FLOOR_RATIO} x floor",
                             f"{r['est_over_floor']:.2f}", verdict(r["est_over_floor"] <= TARGET_FLOOR_RATIO)])
+    vlens = bf16_vlens(R)
     if len(vlens) > 1:
-        for s in shapes:
+        for s in R.shapes:
             K, N = s
-            rs = [get("rvv", "packed", v, 1, K, N) for v in vlens]
+            rs = [R.get("rvv", "rvv", "bf16", "packed", v, 1, K, N) for v in vlens]
             if all(rs):
                 ratios = [a["insns"] / b["insns"] for a, b in zip(rs, rs[1:])]
-                trs.append([f"GEMV {SHAPE_NAMES[s]}: ~2x fewer instructions per VLEN doubling ({'->'.join(map(str, vlens))})",
+                trs.append([f"BF16 GEMV {SHAPE_NAMES[s]}: ~2x fewer instructions per VLEN doubling "
+                            f"({'->'.join(map(str, vlens))})",
                             ", ".join(f"{x:.2f}" for x in ratios), verdict(all(x >= 1.8 for x in ratios))])
-    md.append(table(["target", "measured", "verdict"], trs) + "\n")
-    md.append("A GEMV ratio >= 1.8 per VLEN doubling counts as \"~2x\".\n")
-
-    with open(os.path.join(res, "results.md"), "w") as f:
-        f.write("\n".join(md))
-
-    plot(res, rows, get, shapes, Ms)
+    return trs
 
 
-def plot(res, rows, get, shapes, Ms):
+def targets_quant(R):
+    """Per (format, isa): the decode targets over every shape, worst shape named on a miss."""
+    trs = []
+    for isa in R.quant_isas():
+        for fm in R.quant_formats(isa):
+            fam = family(fm)
+            rows = [(s, R.get("rvv", isa, fm, "packed", 256, 1, *s)) for s in R.shapes]
+            rows = [(s, r) for s, r in rows if r]
+            if not rows:
+                continue
+            who = f"{fm} GEMV ({ISA_NAME[isa]})"
+
+            def one(name, vals, ok, fmt="{:.3f}"):
+                lo, hi = min(v for _, v in vals), max(v for _, v in vals)
+                measured = fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
+                bad = [SHAPE_NAMES[s].split()[0] for s, v in vals if not ok(v)]
+                trs.append([f"{who}: {name}", measured,
+                            verdict(not bad) + (f" ({', '.join(bad)})" if bad and len(bad) < len(vals) else "")])
+
+            lim = TARGET_CYC_PER_W[fam]
+            one(f"est. cycles / weight <= {lim:.2f}", [(s, r["cyc_per_weight"]) for s, r in rows], lambda v: v <= lim)
+            one(f"bytes read <= {TARGET_QUANT_READ_RATIO} x packed W", [(s, r["bytes_read_per_wbyte"]) for s, r in rows],
+                lambda v: v <= TARGET_QUANT_READ_RATIO)
+            peer = LLAMACPP_PEER[fam]
+            ratios = [(s, R.llama(peer, 1, *s)["insns_per_weight"] / r["insns_per_weight"])
+                      for s, r in rows if R.llama(peer, 1, *s)]
+            if ratios:
+                one(f">= {TARGET_VS_LLAMACPP:g}x fewer instructions / weight than llama.cpp {peer.upper()}",
+                    ratios, lambda v: v >= TARGET_VS_LLAMACPP, "{:.1f}x")
+    return trs
+
+
+def section_targets(R):
+    md = ["## Targets\n"]
+    md.append(table(["target", "measured", "verdict"], targets_bf16(R) + targets_quant(R)) + "\n")
+    md.append("A GEMV ratio >= 1.8 per VLEN doubling counts as \"~2x\". INT8/INT4 targets (issue 12) are at "
+              "VLEN 256, M = 1, over the five shapes (range shown; a miss names the shapes). The llama.cpp "
+              "comparison is against Debian's build, which has no Zvfh and hence no repacked kernels.\n")
+    return md
+
+
+def plot(res, R):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     matplotlib.rcParams["svg.hashsalt"] = "rvv"  # deterministic output
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2))
+    shapes, Ms = R.shapes, R.Ms
+    isas = R.quant_isas()
+    have_llama = any(r["impl"] == "llamacpp" for r in R.rows)
+    quant_panel = bool(isas or have_llama)
+    fig, axes = plt.subplots(1, 3 if quant_panel else 2, figsize=(21 if quant_panel else 14, 5.4))
     ax = axes[0]
-    impls = [("rvv", "packed"), ("rvv_zvfbf", "packed"), ("rvv", "rowmajor"), ("scalar", "packed"), ("aten", "rowmajor")]
+    impls = [("rvv", "rvv", "packed"), ("rvv", "rvv_zvfbf", "packed"), ("rvv", "rvv", "rowmajor"),
+             ("scalar", "scalar", "packed"), ("aten", "default", "rowmajor")]
     width = 0.8 / (len(impls) + 1)
-    for i, (impl, fm) in enumerate(impls):
+    for i, (impl, isa, lay) in enumerate(impls):
         xs, ys = [], []
         for j, s in enumerate(shapes):
-            r = get(impl, fm, 256, 1, *s)
+            r = R.get(impl, isa, "bf16", lay, 256, 1, *s)
             if r:
                 xs.append(j + i * width)
                 ys.append(r["insns_per_weight"])
-        ax.bar(xs, ys, width, label=IMPL_LABEL[(impl, fm)])
+        ax.bar(xs, ys, width, label=label(impl, isa, "bf16", lay))
     xs = [j + len(impls) * width for j in range(len(shapes))]
     ax.bar(xs, [floors(256, 1, *s)["lb_vinsns_widen"] / (s[0] * s[1]) for s in shapes], width,
            label="vector-instruction lower bound (widening)", color="black")
@@ -382,37 +669,100 @@ def plot(res, rows, get, shapes, Ms):
     ax.text(-0.25, TARGET_GEMV_INSN_PER_W * 1.12, f"target {TARGET_GEMV_INSN_PER_W}", fontsize=8, ha="left",
             color="grey")
     ax.set_ylabel("executed instructions per weight element")
-    ax.set_title("Decode (M=1), VLEN 256")
+    ax.set_title("BF16 decode (M=1), VLEN 256")
     ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room for the legend above the bars
     ax.legend(fontsize=7, loc="upper left", ncol=2)
 
-    ax = axes[1]
-    styles = {("rvv", "packed"): "o-", ("rvv_zvfbf", "packed"): "s-", ("scalar", "packed"): "^--", ("aten", "rowmajor"): "v:"}
+    if quant_panel:
+        ax = axes[1]
+        isa = "rvv_zvfh" if "rvv_zvfh" in isas else (isas[0] if isas else None)
+        series = [("rvv", isa, f) for f in (R.quant_formats(isa) if isa else [])]
+        series += [("llamacpp", "rvv", f) for f in ("q8_0", "q4_0")]
+        width = 0.8 / max(1, len(series))
+        for i, (impl, si, f) in enumerate(series):
+            lay = "rowmajor" if impl == "llamacpp" else "packed"
+            xs, ys, pu = [], [], ""
+            for j, s in enumerate(shapes):
+                r = R.get(impl, si, f, lay, 256, 1, *s)
+                if r:
+                    xs.append(j + i * width)
+                    ys.append(r["insns_per_weight"])
+                    pu = r["path_used"]
+            if xs:
+                ax.bar(xs, ys, width, label=label(impl, si, f, lay, pu),
+                       hatch="//" if impl == "llamacpp" else None)
+        ax.set_yscale("log")
+        ax.set_xticks([j + 0.4 for j in range(len(shapes))])
+        ax.set_xticklabels([SHAPE_NAMES[s].replace(" ", "\n", 1) for s in shapes], fontsize=8)
+        ax.set_ylabel("executed instructions per weight element")
+        ax.set_title("INT8 / INT4 decode (M=1) vs llama.cpp (Debian, no Zvfh), VLEN 256")
+        ax.set_ylim(top=ax.get_ylim()[1] * 30)
+        ax.legend(fontsize=7, loc="upper left", ncol=2)
+
+    ax = axes[-1]
+    styles = [(("rvv", "rvv", "bf16", "packed"), "o-"), (("rvv", "rvv_zvfbf", "bf16", "packed"), "s-"),
+              (("scalar", "scalar", "bf16", "packed"), "^--"), (("aten", "default", "bf16", "rowmajor"), "v:")]
+    if isas:
+        qi = "rvv_zvfh" if "rvv_zvfh" in isas else isas[0]
+        styles += [(("rvv", qi, "int8", "packed"), "D-"), (("rvv", qi, "int4-g64", "packed"), "P-")]
+    styles += [(("llamacpp", "rvv", "q8_0", "rowmajor"), "x--"), (("llamacpp", "rvv", "q4_0", "rowmajor"), "+--")]
     s = (1536, 17920) if (1536, 17920) in shapes else shapes[0]
-    for (impl, fm), st in styles.items():
-        xs, ys = [], []
+    for (impl, isa, fm, lay), st in styles:
+        xs, ys, pu = [], [], ""
         for M in Ms:
-            r = get(impl, fm, 256, M, *s)
+            r = R.get(impl, isa, fm, lay, 256, M, *s)
             if r:
                 xs.append(M)
                 ys.append(r["insns_per_mac"])
+                pu = r["path_used"]
         if xs:
-            ax.plot(xs, ys, st, label=IMPL_LABEL[(impl, fm)])
+            ax.plot(xs, ys, st, label=label(impl, isa, fm, lay, pu))
     ax.set_xscale("log", base=2)
     ax.set_xticks(Ms)
     ax.set_xticklabels([str(m) for m in Ms])
     ax.set_yscale("log")
     ax.axhline(TARGET_GEMM_INSN_PER_MAC, color="grey", ls="--", lw=1)
-    ax.text(Ms[-1], TARGET_GEMM_INSN_PER_MAC * 1.12, f"target {TARGET_GEMM_INSN_PER_MAC} (M=4..16)", fontsize=8,
+    ax.text(Ms[-1], TARGET_GEMM_INSN_PER_MAC * 1.12, f"BF16 target {TARGET_GEMM_INSN_PER_MAC} (M=4..16)", fontsize=8,
             ha="right", color="grey")
     ax.set_xlabel("M (rows of X)")
     ax.set_ylabel("executed instructions per multiply-add")
     ax.set_title(f"{SHAPE_NAMES[s]}, VLEN 256")
     ax.legend(fontsize=7)
-    fig.suptitle("BF16 Linear on RVV: executed riscv64 instructions (QEMU + rvvcount plugin; not time)", fontsize=10)
+    fig.suptitle("Linear on RVV: executed riscv64 instructions (QEMU + rvvcount plugin; not time)", fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(res, "instructions.png"), dpi=110, metadata={"Software": None})
     plt.close(fig)
+
+
+def build(res):
+    groups, jobs = load(os.path.join(res, "raw"))
+    if not groups:
+        sys.exit(f"report.py: no raw results in {res}/raw: run bench/run.sh")
+
+    def order(k):
+        impl, isa, fmt, layout, vlen, M, K, N = k
+        fo = (["bf16"] + QUANT_FORMATS + LLAMA_FORMATS).index(fmt) if fmt in ["bf16"] + QUANT_FORMATS + LLAMA_FORMATS else 99
+        so = SHAPE_ORDER.index((K, N)) if (K, N) in SHAPE_ORDER else 99
+        return (impl, isa, fo, fmt, layout, vlen, so, M)
+
+    rows = []
+    for key in sorted(groups, key=order):
+        c, sampled = combine(groups[key], key[7])
+        rows.append(derive(key, c, sampled))
+    return Results(rows, jobs)
+
+
+def main():
+    res = sys.argv[1] if len(sys.argv) > 1 else "bench/results"
+    R = build(res)
+    write_csv(res, R)
+    md = section_intro(R)
+    for section in (section_decode_bf16, section_decode_quant, section_gemm_quant, section_prefill_bf16,
+                    section_vlen_scaling, section_mix, section_targets):
+        md += section(R)
+    with open(os.path.join(res, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    plot(res, R)
 
 
 if __name__ == "__main__":

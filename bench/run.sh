@@ -2,15 +2,27 @@
 # Regenerates the instruction-count benchmark in bench/results/ (raw/*.json per run,
 # results.csv, results.md, instructions.png). The one command:
 #
-#   bench/run.sh [--jobs N] [--quick] [--no-aten] [--resume] [--report-only] [--out DIR]
+#   bench/run.sh [--jobs N] [--quick] [--no-aten] [--no-llamacpp] [--resume] [--report-only] [--out DIR]
 #
 #   --jobs N       parallel emulations (default: number of cores)
-#   --quick        decode shapes (M=1) and M=16 only, VLEN 256 only, into
-#                  build/bench-quick (never over the committed results)
+#   --quick        M = 1 and 16 only, VLEN 256 only, into build/bench-quick
+#                  (never over the committed results)
 #   --out DIR      results directory (default bench/results)
-#   --no-aten      skip the PyTorch baseline (needs the riscv64 root filesystem)
+#   --no-aten      skip the PyTorch baseline
+#   --no-llamacpp  skip the llama.cpp peer (Debian's libggml 0.27.0)
+#                  (both peers need the riscv64 root filesystem of scripts/setup)
 #   --resume       keep raw results that already exist (after an interrupted run)
 #   --report-only  only re-run bench/report.py on the existing raw results
+#
+# Environment: RVV_BENCH_SHAPES="K:N ..." restricts the shapes (development; default: the
+# five Qwen2.5-1.5B shapes below), RVV_BENCH_BUILD the build tree (build/bench-rv64).
+#
+# Rows: (impl, isa, format, layout, VLEN, M, K, N). impl is rvv | scalar | aten | llamacpp;
+# isa the instruction-set variant it ran (rvv, rvv_zvfh, rvv_zvfbf, scalar; llamacpp: the
+# QEMU CPU offered V, the variant ggml loaded is recorded per run); format the weight
+# format (bf16; int8 = one scale per output channel, int8-g128, int4-g32/64/128, int4-g64-zp
+# = with zero points; llama.cpp's q8_0, q4_0, f16, bf16); layout packed | rowmajor.
+# The int8/int4 rows are run only when bench/linear_bench accepts --weights (probed).
 #
 # Every program runs under QEMU user mode with the rvvcount plugin
 # (bench/plugin/rvvcount.cc, built by scripts/build-qemu-plugins). Counts are
@@ -25,18 +37,19 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 cd "$RVV_REPO"
 
-jobs=$(nproc) quick=0 aten=1 resume=0 report_only=0 out=""
+jobs=$(nproc) quick=0 aten=1 llamacpp=1 resume=0 report_only=0 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) jobs=$2; shift 2 ;;
     --jobs=*) jobs=${1#--jobs=}; shift ;;
     --quick) quick=1; shift ;;
     --no-aten) aten=0; shift ;;
+    --no-llamacpp) llamacpp=0; shift ;;
     --resume) resume=1; shift ;;
     --report-only) report_only=1; shift ;;
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) rvv_die "unknown option $1 (see bench/run.sh --help)" ;;
   esac
 done
@@ -62,10 +75,13 @@ source "$RVV_CACHE/bench/env"
 
 rootfs=$(rvv_rootfs_dir)
 cmake_args=(-DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON)
-if [ $aten = 1 ]; then
+if [ $aten = 1 ] || [ $llamacpp = 1 ]; then
   [ -f "$rootfs/.rvv-complete" ] ||
-    rvv_die "the riscv64 root filesystem (for the PyTorch baseline) is missing: run scripts/setup, or pass --no-aten"
+    rvv_die "the riscv64 root filesystem (for the PyTorch and llama.cpp peers) is missing: run scripts/setup, or pass --no-aten --no-llamacpp"
   cmake_args+=(-DRVV_BENCH_TORCH_SYSROOT="$rootfs")
+  if [ $llamacpp = 1 ] && [ ! -f "$rootfs/usr/include/ggml.h" ]; then
+    rvv_die "the root filesystem $rootfs has no libggml-dev (scripts/rootfs-packages.txt lists it: rerun scripts/setup), or pass --no-llamacpp"
+  fi
 else
   cmake_args+=(-DRVV_BENCH_TORCH_SYSROOT=)
 fi
@@ -74,85 +90,155 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake
   { tail -n 20 "$RVV_CACHE/bench/cmake.log" >&2; rvv_die "configuring $BUILD failed"; }
 targets=(linear_bench plugin_selftest)
 [ $aten = 1 ] && targets+=(aten_linear)
+[ $llamacpp = 1 ] && targets+=(ggml_linear)
 ninja -C "$BUILD" "${targets[@]}" >"$RVV_CACHE/bench/ninja.log" 2>&1 ||
   { tail -n 30 "$RVV_CACHE/bench/ninja.log" >&2; rvv_die "building the benchmark programs failed"; }
+
+# ---------------------------------------------------------------- formats and QEMU CPUs
+# QEMU CPU of an (impl, isa) at a VLEN: the one definition in scripts/lib/common.sh
+# (rvv_qemu_cpu VLEN V BF16 [ZFH]). Zvfh exists only together with the BF16 extensions
+# there, and the Zvfh path also wants scalar Zfh (as on the K1); offering more extensions
+# than a path uses changes nothing for a path forced with --path.
+cpu_string() {  # impl isa vlen
+  case $2 in
+    scalar) rvv_qemu_cpu "$3" 0 0 ;;
+    rvv_zvfh) rvv_qemu_cpu "$3" 1 1 1 ;;
+    rvv_zvfbf) rvv_qemu_cpu "$3" 1 1 ;;
+    *) rvv_qemu_cpu "$3" 1 0 ;;
+  esac
+}
+
+# linear_bench's weight-format arguments for a format name (bf16 passes none, so an
+# older linear_bench without --weights still runs the BF16 rows).
+format_args() {
+  case $1 in
+    bf16) ;;
+    int8) echo "--weights int8 --group 0" ;;
+    int8-g*) echo "--weights int8 --group ${1#int8-g}" ;;
+    int4-g*-zp) local g=${1#int4-g}; echo "--weights int4 --group ${g%-zp} --zero-points" ;;
+    int4-g*) echo "--weights int4 --group ${1#int4-g}" ;;
+    *) rvv_die "unknown weight format $1" ;;
+  esac
+}
+
+# Does this linear_bench run a (format, isa)? One tiny call under QEMU, no plugin.
+lb_supports() {  # format isa
+  # shellcheck disable=SC2046
+  QEMU_CPU=$(cpu_string rvv "$2" 256) "$RVV_BENCH_QEMU10" -L "$RVV_CROSS_SYSROOT" "$BUILD/bench/linear_bench" \
+    --path "$2" --format packed $(format_args "$1") --m 2 --k 256 --n 256 >/dev/null 2>&1
+}
 
 # ---------------------------------------------------------------- job list
 # Qwen2.5-1.5B Linear layers, K -> N (hidden 1536, intermediate 8960, vocabulary 151936).
 SHAPES=("1536 2048" "1536 1536" "1536 17920" "8960 1536" "1536 151936")
+if [ -n "${RVV_BENCH_SHAPES:-}" ]; then
+  read -r -a kn <<<"$RVV_BENCH_SHAPES"
+  SHAPES=()
+  for x in "${kn[@]}"; do SHAPES+=("${x/:/ }"); done
+fi
 MS=(1 2 4 8 16 64 128)
+QMS=(1 2 4 8 16)                 # int8/int4 rows and llama.cpp's Q8_0/Q4_0
 SCALE_MS=(1 4 16)
 VLENS_SCALE=(128 512)
-if [ $quick = 1 ]; then MS=(1 16); SCALE_MS=(); VLENS_SCALE=(); fi
+QFORMATS=(int8 int8-g128 int4-g32 int4-g64 int4-g128 int4-g64-zp)
+QISAS=(rvv rvv_zvfh)             # the K1 has V and Zvfh
+QSCALAR_FORMATS=(int8 int4-g64)  # scalar reference rows of the quantized formats (M = 1)
+if [ $quick = 1 ]; then MS=(1 16); QMS=(1 16); SCALE_MS=(); VLENS_SCALE=(); fi
 # Multiply-add budget of one measured call, per implementation (see "Sampling" above).
 CAP_RVV=600000000 CAP_ZVFBF=300000000 CAP_SCALAR=100000000 CAP_ATEN=50000000
+CAP_QUANT=100000000 CAP_GGML_Q=150000000 CAP_GGML_F=50000000
+
+export RVV_CROSS_SYSROOT=/usr/riscv64-linux-gnu
+qplan=()  # "format isa" pairs the linear_bench binary supports
+for isa in "${QISAS[@]}" scalar; do
+  for f in "${QFORMATS[@]}"; do
+    if lb_supports "$f" "$isa"; then qplan+=("$f $isa"); fi
+  done
+done
+if [ ${#qplan[@]} = 0 ]; then
+  rvv_log "bench/linear_bench does not accept --weights int8/int4 yet: no quantized rows"
+else
+  rvv_log "quantized rows (format isa): $(printf '%s, ' "${qplan[@]}" | sed 's/, $//')"
+fi
 
 jobfile=$(mktemp)
 atenfile=$(mktemp)
 trap 'rm -f "$jobfile" "$atenfile"' EXIT
 
-# Appends the jobs for one (impl, format, vlen, M, K, N): one full run, or two samples.
-# impl: rvv | rvv_zvfbf | scalar | aten. Granularity keeps sampled widths whole packed
-# blocks at any VLEN (nb = VLEN/4 <= 256).
+# Appends the jobs for one (impl, isa, format, layout, vlen, M, K, N): one full run, or
+# two samples. Granularity keeps sampled widths whole packed blocks at any VLEN
+# (nb = VLEN/4 <= 256).
 plan() {
-  local impl=$1 fmt=$2 vlen=$3 M=$4 K=$5 N=$6 cap gran
-  case $impl in
-    rvv) cap=$CAP_RVV gran=256 ;;
-    rvv_zvfbf) cap=$CAP_ZVFBF gran=256 ;;
-    scalar) cap=$CAP_SCALAR gran=128 ;;
-    aten) cap=$CAP_ATEN gran=128 ;;
+  local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 cap gran
+  case $impl/$isa/$fmt in
+    rvv/rvv_zvfbf/*) cap=$CAP_ZVFBF gran=256 ;;
+    rvv/*/int*) cap=$CAP_QUANT gran=256 ;;
+    rvv/*) cap=$CAP_RVV gran=256 ;;
+    scalar/*) cap=$CAP_SCALAR gran=128 ;;
+    aten/*) cap=$CAP_ATEN gran=128 ;;
+    llamacpp/*/q*) cap=$CAP_GGML_Q gran=64 ;;
+    llamacpp/*) cap=$CAP_GGML_F gran=64 ;;
   esac
-  local line
+  local dest=$jobfile
+  [ "$impl" = aten ] && dest=$atenfile
   if [ $((M * K * N)) -le $cap ]; then
-    line="$impl $fmt $vlen $M $K $N $N full"
-    if [ "$impl" = aten ]; then echo "$line" >>"$atenfile"; else echo "$line" >>"$jobfile"; fi
+    echo "$impl $isa $fmt $lay $vlen $M $K $N $N full" >>"$dest"
     return
   fi
   local n2=$(( cap / (M * K) / (2 * gran) * (2 * gran) ))
   [ $n2 -lt $((2 * gran)) ] && n2=$((2 * gran))
   local n1=$((n2 / 2))
-  for pair in "$n1 sample1" "$n2 sample2"; do
-    set -- $pair
-    line="$impl $fmt $vlen $M $K $1 $N $2"
-    if [ "$impl" = aten ]; then echo "$line" >>"$atenfile"; else echo "$line" >>"$jobfile"; fi
-  done
+  echo "$impl $isa $fmt $lay $vlen $M $K $n1 $N sample1" >>"$dest"
+  echo "$impl $isa $fmt $lay $vlen $M $K $n2 $N sample2" >>"$dest"
 }
 
 for s in "${SHAPES[@]}"; do
   set -- $s
   K=$1 N=$2
   for M in "${MS[@]}"; do
-    plan rvv packed 256 "$M" "$K" "$N"
-    plan rvv_zvfbf packed 256 "$M" "$K" "$N"
-    plan scalar packed 0 "$M" "$K" "$N"
-    [ $aten = 1 ] && plan aten rowmajor 256 "$M" "$K" "$N"
+    plan rvv rvv bf16 packed 256 "$M" "$K" "$N"
+    plan rvv rvv_zvfbf bf16 packed 256 "$M" "$K" "$N"
+    plan scalar scalar bf16 packed 0 "$M" "$K" "$N"
+    [ $aten = 1 ] && plan aten default bf16 rowmajor 256 "$M" "$K" "$N"
   done
   # Row-major weights (no packing step): the decode GEMV only.
-  plan rvv rowmajor 256 1 "$K" "$N"
-  plan rvv_zvfbf rowmajor 256 1 "$K" "$N"
+  plan rvv rvv bf16 rowmajor 256 1 "$K" "$N"
+  plan rvv rvv_zvfbf bf16 rowmajor 256 1 "$K" "$N"
   for v in "${VLENS_SCALE[@]}"; do
-    for M in "${SCALE_MS[@]}"; do plan rvv packed "$v" "$M" "$K" "$N"; done
+    for M in "${SCALE_MS[@]}"; do plan rvv rvv bf16 packed "$v" "$M" "$K" "$N"; done
   done
+  # Weight-only int8/int4 (the formats and paths this linear_bench has).
+  for pair in "${qplan[@]}"; do
+    set -- $pair
+    if [ "$2" = scalar ]; then
+      for qf in "${QSCALAR_FORMATS[@]}"; do [ "$qf" = "$1" ] && plan scalar scalar "$1" packed 0 1 "$K" "$N"; done
+    else
+      for M in "${QMS[@]}"; do plan rvv "$2" "$1" packed 256 "$M" "$K" "$N"; done
+    fi
+  done
+  # llama.cpp: Q8_0/Q4_0 weights with F32 activations (quantized to Q8_0 inside), as in
+  # its decode; F16/BF16 (no vector kernel in Debian's build) at M = 1; Q4_0 on the
+  # scalar variant (QEMU without V) at M = 1.
+  if [ $llamacpp = 1 ]; then
+    for f in q4_0 q8_0; do
+      for M in "${QMS[@]}"; do plan llamacpp rvv "$f" rowmajor 256 "$M" "$K" "$N"; done
+    done
+    for f in f16 bf16; do plan llamacpp rvv "$f" rowmajor 256 1 "$K" "$N"; done
+    plan llamacpp scalar q4_0 rowmajor 0 1 "$K" "$N"
+  fi
 done
 
 mkdir -p "$RAW"
 [ $resume = 1 ] || rm -f "$RAW"/*.json
 
 # ---------------------------------------------------------------- one emulation
-cpu_string() {  # impl vlen
-  case $1 in
-    scalar) echo "rv64,v=false" ;;
-    rvv_zvfbf) echo "rv64,v=true,vlen=$2,elen=64,vext_spec=v1.0,zvfh=true,zvfbfmin=true,zvfbfwma=true" ;;
-    *) echo "rv64,v=true,vlen=$2,elen=64,vext_spec=v1.0" ;;
-  esac
-}
-
 # Writes raw/<name>.json: {"job": ..., "programs": [program JSON lines], "plugin": ...}
-write_raw() {  # name impl fmt vlen qemu_cpu prog_out plugin_out [job fields...]
-  local name=$1 impl=$2 fmt=$3 vlen=$4 cpu=$5 pout=$6 plout=$7 jobs_json=$8
+write_raw() {  # name impl isa fmt layout vlen qemu_cpu prog_out plugin_out runs_json [extra job JSON]
+  local name=$1 impl=$2 isa=$3 fmt=$4 lay=$5 vlen=$6 cpu=$7 pout=$8 plout=$9 runs_json=${10} extra=${11:-}
   {
-    printf '{"job": {"name": "%s", "impl": "%s", "format": "%s", "vlen": %s, "qemu_cpu": "%s", "qemu": "%s", "runs": %s},\n' \
-      "$name" "$impl" "$fmt" "$vlen" "$cpu" "$(cat "$(dirname "$RVV_BENCH_QEMU10")/version" 2>/dev/null || echo qemu)" "$jobs_json"
+    printf '{"job": {"name": "%s", "impl": "%s", "isa": "%s", "format": "%s", "layout": "%s", "vlen": %s, "qemu_cpu": "%s", "qemu": "%s", %s"runs": %s},\n' \
+      "$name" "$impl" "$isa" "$fmt" "$lay" "$vlen" "$cpu" \
+      "$(cat "$(dirname "$RVV_BENCH_QEMU10")/version" 2>/dev/null || echo qemu)" "$extra" "$runs_json"
     printf ' "programs": ['
     grep '^{' "$pout" | paste -sd, -
     printf '],\n "plugin": '
@@ -162,41 +248,55 @@ write_raw() {  # name impl fmt vlen qemu_cpu prog_out plugin_out [job fields...]
   mv "$RAW/$name.json.tmp" "$RAW/$name.json"
 }
 
-run_linear_job() {  # impl fmt vlen M K N Nfull role
-  local impl=$1 fmt=$2 vlen=$3 M=$4 K=$5 N=$6 Nfull=$7 role=$8
-  local name="${impl}-${fmt}-v${vlen}-m${M}-k${K}-n${Nfull}-${role}"
+run_job() {  # impl isa fmt layout vlen M K N Nfull role
+  local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 Nfull=$9 role=${10}
+  local name="${impl}-${isa}-${fmt}-${lay}-v${vlen}-m${M}-k${K}-n${Nfull}-${role}"
   [ $resume = 1 ] && [ -f "$RAW/$name.json" ] && return 0
-  local cpu pv tmp t0=$SECONDS
-  cpu=$(cpu_string "$impl" "$vlen")
+  local cpu pv tmp sysroot prog extra="" t0=$SECONDS
+  cpu=$(cpu_string "$impl" "$isa" "$vlen")
   pv=$vlen; [ "$vlen" = 0 ] && pv=128  # no vector unit: the plugin still wants a number
   tmp=$(mktemp -d)
-  if ! QEMU_CPU=$cpu "$RVV_BENCH_QEMU10" -L "$RVV_CROSS_SYSROOT" \
+  if [ "$impl" = llamacpp ]; then
+    sysroot=$rootfs
+    prog=("$BUILD/bench/ggml_linear" --weights "$fmt")
+  else
+    sysroot=$RVV_CROSS_SYSROOT
+    # shellcheck disable=SC2207
+    prog=("$BUILD/bench/linear_bench" --path "$isa" --format "$lay" $(format_args "$fmt"))
+  fi
+  if ! QEMU_CPU=$cpu "$RVV_BENCH_QEMU10" -L "$sysroot" \
       -plugin "$RVV_BENCH_PLUGIN10,vlen=$pv,dlen=128,vtype=read,out=$tmp/plugin.json" \
-      "$BUILD/bench/linear_bench" --path "$impl" --format "$fmt" --m "$M" --k "$K" --n "$N" \
-      >"$tmp/prog.out" 2>"$tmp/prog.err"; then
+      "${prog[@]}" --m "$M" --k "$K" --n "$N" >"$tmp/prog.out" 2>"$tmp/prog.err"; then
     echo "FAILED: $name" >&2
     cat "$tmp/prog.err" >&2
     rm -rf "$tmp"
     return 1
   fi
-  write_raw "$name" "$impl" "$fmt" "$vlen" "$cpu" "$tmp/prog.out" "$tmp/plugin.json" \
-    "[{\"M\": $M, \"K\": $K, \"N\": $N, \"N_full\": $Nfull, \"role\": \"$role\", \"region\": 1}]"
+  if [ "$impl" = llamacpp ]; then
+    # The ISA the loaded CPU variant was compiled for (its ELF arch attribute).
+    local so arch
+    so=$(grep -o '"ggml_cpu_so": "[^"]*"' "$tmp/prog.out" | sed 's/.*: "//; s/"$//')
+    arch=$(llvm-readelf-19 -A "$rootfs$so" 2>/dev/null | awk '/TagName: arch/ { getline; print $2; exit }')
+    extra="\"ggml_cpu_arch\": \"$arch\", "
+  fi
+  write_raw "$name" "$impl" "$isa" "$fmt" "$lay" "$vlen" "$cpu" "$tmp/prog.out" "$tmp/plugin.json" \
+    "[{\"M\": $M, \"K\": $K, \"N\": $N, \"N_full\": $Nfull, \"role\": \"$role\", \"region\": 1}]" "$extra"
   rm -rf "$tmp"
   echo "done: $name ($((SECONDS - t0)) s)" >&2
 }
 
 # One process measures many ATen shapes (libtorch takes ~15 s of emulation to load).
-run_aten_batch() {  # batch-name, then lines "impl fmt vlen M K N Nfull role" on stdin
+run_aten_batch() {  # batch-name, then job lines (see plan) on stdin
   local name=$1 shapes=() runs=() i=0
   [ $resume = 1 ] && [ -f "$RAW/$name.json" ] && return 0
-  while read -r impl fmt vlen M K N Nfull role; do
+  while read -r impl isa fmt lay vlen M K N Nfull role; do
     i=$((i + 1))
     shapes+=("$M:$K:$N")
     runs+=("{\"M\": $M, \"K\": $K, \"N\": $N, \"N_full\": $Nfull, \"role\": \"$role\", \"region\": $i}")
   done
   [ ${#shapes[@]} -gt 0 ] || return 0
   local cpu tmp t0=$SECONDS
-  cpu=$(cpu_string aten 256)
+  cpu=$(cpu_string aten default 256)
   tmp=$(mktemp -d)
   # libblas.so.3 is an absolute alternatives symlink, which QEMU's -L does not follow
   # into the root filesystem: point the loader at the directories it resolves to.
@@ -214,13 +314,13 @@ run_aten_batch() {  # batch-name, then lines "impl fmt vlen M K N Nfull role" on
     rm -rf "$tmp"
     return 1
   fi
-  write_raw "$name" aten rowmajor 256 "$cpu" "$tmp/prog.out" "$tmp/plugin.json" "[$(IFS=,; echo "${runs[*]}")]"
+  write_raw "$name" aten default bf16 rowmajor 256 "$cpu" "$tmp/prog.out" "$tmp/plugin.json" "[$(IFS=,; echo "${runs[*]}")]"
   rm -rf "$tmp"
   echo "done: $name, ${#shapes[@]} shapes ($((SECONDS - t0)) s)" >&2
 }
 
-export -f run_linear_job run_aten_batch write_raw cpu_string rvv_die rvv_log
-export RAW BUILD RVV_BENCH_QEMU10 RVV_BENCH_PLUGIN10 RVV_CROSS_SYSROOT=/usr/riscv64-linux-gnu resume rootfs
+export -f run_job run_aten_batch write_raw cpu_string format_args rvv_qemu_cpu rvv_die rvv_log
+export RAW BUILD RVV_BENCH_QEMU10 RVV_BENCH_PLUGIN10 resume rootfs
 
 # ATen batches: split the shapes over the workers, each batch <= 64 regions.
 if [ -s "$atenfile" ]; then
@@ -233,13 +333,13 @@ fi
 
 t0=$SECONDS
 nlin=$(wc -l <"$jobfile")
-rvv_log "running $nlin kernel emulations and $(wc -l <"$atenfile") ATen calls on $jobs workers"
+rvv_log "running $nlin kernel and llama.cpp emulations and $(wc -l <"$atenfile") ATen calls on $jobs workers"
 # ATen batches first: they are the longest, so they should not be left for the end.
 {
   [ -f "$jobfile.aten" ] && cat "$jobfile.aten"
   cat "$jobfile"
 } | xargs -P "$jobs" -L 1 bash -c '
-  if [ "$0" = aten ]; then run_aten_batch "aten-$1" <"$2"; else run_linear_job "$0" "$@"; fi' \
+  if [ "$0" = aten ]; then run_aten_batch "aten-$1" <"$2"; else run_job "$0" "$@"; fi' \
   2>"$RVV_CACHE/bench/run.log" || true
 rm -f "$atenfile".part* "$jobfile.aten"
 if grep -q '^FAILED' "$RVV_CACHE/bench/run.log"; then
