@@ -300,6 +300,15 @@ def write_csv(res, R):
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
+def sources(R):
+    """The source revisions the raw files name (run.sh records one per run)."""
+    revs = {}
+    for job in R.jobs.values():
+        rev = job.get("source", "not recorded")
+        revs[rev] = revs.get(rev, 0) + 1
+    return ", ".join(f"`{r}` ({n} rows)" if len(revs) > 1 else f"`{r}`" for r, n in sorted(revs.items()))
+
+
 def section_intro(R):
     clock_ghz = k1.K1_CLOCK_HZ / 1e9
     return [
@@ -308,7 +317,8 @@ def section_intro(R):
         "cycle model and caveats in `bench/README.md`. All numbers are counts of executed riscv64 "
         "instructions and bytes for ONE call (after a warm-up call), single thread, from QEMU user "
         "mode with the `rvvcount` plugin; emulation wall time is not a measure of anything. "
-        "Rows marked * were extrapolated linearly in N from two narrower runs.\n",
+        "Rows marked * were extrapolated linearly in N from two narrower runs. "
+        f"Programs built from: {sources(R)}.\n",
         f"Cycle estimate (in-order, K1-like): scalar instructions x CPI {CPI_SCALAR:g} + vector "
         f"datapath beats (each vector instruction max(1, EMUL x VLEN/{DLEN})), overlapped with DRAM "
         f"traffic at {DRAM_BYTES_PER_CYCLE:.2f} B/cycle ({k1.K1_DRAM_BYTES_PER_S / 1e9:.2f} GB/s at "

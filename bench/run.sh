@@ -231,14 +231,20 @@ done
 mkdir -p "$RAW"
 [ $resume = 1 ] || rm -f "$RAW"/*.json
 
+# The commit the programs were built from, and whether the kernels or benchmark programs
+# had uncommitted changes (recorded in every raw file; the report states it).
+source_rev=$(git rev-parse --short=10 HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain -- csrc bench/linear_bench.cpp bench/ggml_linear.cpp 2>/dev/null)" ] &&
+  source_rev="$source_rev+uncommitted"
+
 # ---------------------------------------------------------------- one emulation
 # Writes raw/<name>.json: {"job": ..., "programs": [program JSON lines], "plugin": ...}
 write_raw() {  # name impl isa fmt layout vlen qemu_cpu prog_out plugin_out runs_json [extra job JSON]
   local name=$1 impl=$2 isa=$3 fmt=$4 lay=$5 vlen=$6 cpu=$7 pout=$8 plout=$9 runs_json=${10} extra=${11:-}
   {
-    printf '{"job": {"name": "%s", "impl": "%s", "isa": "%s", "format": "%s", "layout": "%s", "vlen": %s, "qemu_cpu": "%s", "qemu": "%s", %s"runs": %s},\n' \
+    printf '{"job": {"name": "%s", "impl": "%s", "isa": "%s", "format": "%s", "layout": "%s", "vlen": %s, "qemu_cpu": "%s", "qemu": "%s", "source": "%s", %s"runs": %s},\n' \
       "$name" "$impl" "$isa" "$fmt" "$lay" "$vlen" "$cpu" \
-      "$(cat "$(dirname "$RVV_BENCH_QEMU10")/version" 2>/dev/null || echo qemu)" "$extra" "$runs_json"
+      "$(cat "$(dirname "$RVV_BENCH_QEMU10")/version" 2>/dev/null || echo qemu)" "$source_rev" "$extra" "$runs_json"
     printf ' "programs": ['
     grep '^{' "$pout" | paste -sd, -
     printf '],\n "plugin": '
@@ -320,7 +326,7 @@ run_aten_batch() {  # batch-name, then job lines (see plan) on stdin
 }
 
 export -f run_job run_aten_batch write_raw cpu_string format_args rvv_qemu_cpu rvv_die rvv_log
-export RAW BUILD RVV_BENCH_QEMU10 RVV_BENCH_PLUGIN10 resume rootfs
+export RAW BUILD RVV_BENCH_QEMU10 RVV_BENCH_PLUGIN10 resume rootfs source_rev
 
 # ATen batches: split the shapes over the workers, each batch <= 64 regions.
 if [ -s "$atenfile" ]; then
