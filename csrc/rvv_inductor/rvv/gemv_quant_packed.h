@@ -87,16 +87,20 @@ inline QuantXRow<P> prepare_quant_x(const uint16_t* xb, int64_t K, int64_t gr, i
   return QuantXRow<P>{xt, sums, 1.0f / scale};
 }
 
-// sum over `rows` K rows of x[k] * q[k, columns] for one group record's data.
+// sum over `rows` (>= 1) K rows of x[k] * q[k, columns] for one group record's data.
 template <class P, DType kFormat>
 inline vfloat32m8_t quant_group_dot_m8(const uint8_t* d, int64_t nb, int64_t rows, const typename P::XType* x,
                                        size_t vl) {
-  vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
-  // Not unrolled further: the block accumulator (8 registers) stays live across this loop,
-  // and a second set of converted rows would make the compiler spill it.
+  // Two rows per step; not unrolled further: the block accumulator (8 registers) stays
+  // live across this loop, and a second set of converted rows would make the compiler
+  // spill it.
+  vfloat32m8_t acc;
   if constexpr (kFormat == DType::kInt8) {
     const int8_t* w = reinterpret_cast<const int8_t*>(d);
-    int64_t k = 0;
+    if (rows == 1) return P::mul_i8(x[0], __riscv_vle8_v_i8m2(w, vl), vl);
+    acc = P::mul2_i8(x, __riscv_vle8_v_i8m2(w, vl), __riscv_vle8_v_i8m2(w + nb, vl), vl);
+    int64_t k = 2;
+    w += 2 * nb;
     for (; k + 2 <= rows; k += 2, w += 2 * nb)
       acc = P::fma2_i8(acc, x + k, __riscv_vle8_v_i8m2(w, vl), __riscv_vle8_v_i8m2(w + nb, vl), vl);
     if (k < rows) acc = P::fma_i8(acc, x[k], __riscv_vle8_v_i8m2(w, vl), vl);
@@ -104,8 +108,11 @@ inline vfloat32m8_t quant_group_dot_m8(const uint8_t* d, int64_t nb, int64_t row
     // An odd last row pairs with x[rows], the zero pad after x (only the last group can
     // have an odd row count); its high nibble is 0 as well.
     const int64_t pairs = (rows + 1) / 2;
-    for (int64_t p = 0; p < pairs; ++p, d += nb) {
-      const vuint8m2_t v = __riscv_vle8_v_u8m2(d, vl);
+    vuint8m2_t v = __riscv_vle8_v_u8m2(d, vl);
+    acc = P::mul2_u4(x, __riscv_vand_vx_u8m2(v, 0x0F, vl), __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
+    d += nb;
+    for (int64_t p = 1; p < pairs; ++p, d += nb) {
+      v = __riscv_vle8_v_u8m2(d, vl);
       acc = P::fma2_u4(acc, x + 2 * p, __riscv_vand_vx_u8m2(v, 0x0F, vl), __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
     }
   }

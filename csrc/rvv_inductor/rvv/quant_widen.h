@@ -47,6 +47,18 @@ struct QuantF32 {
   static vfloat32m8_t fma2_u4(vfloat32m8_t acc, const float* x, vuint8m2_t q0, vuint8m2_t q1, size_t vl) {
     return fma_u4(fma_u4(acc, x[0], q0, vl), x[1], q1, vl);
   }
+  // The first row(s) of a group start the sum with a multiply: no zero vector to keep live.
+  static vfloat32m8_t mul_i8(float x, vint8m2_t q, size_t vl) {
+    return __riscv_vfmul_vf_f32m8(__riscv_vfwcvt_f_x_v_f32m8(__riscv_vsext_vf2_i16m4(q, vl), vl), x, vl);
+  }
+  static vfloat32m8_t mul2_i8(const float* x, vint8m2_t q0, vint8m2_t q1, size_t vl) {
+    return fma_i8(mul_i8(x[0], q0, vl), x[1], q1, vl);
+  }
+  static vfloat32m8_t mul2_u4(const float* x, vuint8m2_t q0, vuint8m2_t q1, size_t vl) {
+    const vfloat32m8_t a =
+        __riscv_vfmul_vf_f32m8(__riscv_vfwcvt_f_xu_v_f32m8(__riscv_vzext_vf2_u16m4(q0, vl), vl), x[0], vl);
+    return fma_u4(a, x[1], q1, vl);
+  }
 };
 
 #if RVV_INDUCTOR_HAS_ZVFH
@@ -70,6 +82,20 @@ struct QuantF16 {
   static vfloat32m8_t fma2_u4(vfloat32m8_t acc, const _Float16* x, vuint8m2_t q0, vuint8m2_t q1, size_t vl) {
     const vfloat16m4_t h0 = __riscv_vfwcvt_f_xu_v_f16m4(q0, vl), h1 = __riscv_vfwcvt_f_xu_v_f16m4(q1, vl);
     return __riscv_vfwmacc_vf_f32m8(__riscv_vfwmacc_vf_f32m8(acc, x[0], h0, vl), x[1], h1, vl);
+  }
+  // The first row(s) of a group start the sum with a widening multiply (exact, like the
+  // multiply-add): a zero vector kept live instead costs 8 registers, and the compiler
+  // then spills it and reloads it from the stack once per group.
+  static vfloat32m8_t mul_i8(_Float16 x, vint8m2_t q, size_t vl) {
+    return __riscv_vfwmul_vf_f32m8(__riscv_vfwcvt_f_x_v_f16m4(q, vl), x, vl);
+  }
+  static vfloat32m8_t mul2_i8(const _Float16* x, vint8m2_t q0, vint8m2_t q1, size_t vl) {
+    const vfloat16m4_t h0 = __riscv_vfwcvt_f_x_v_f16m4(q0, vl), h1 = __riscv_vfwcvt_f_x_v_f16m4(q1, vl);
+    return __riscv_vfwmacc_vf_f32m8(__riscv_vfwmul_vf_f32m8(h0, x[0], vl), x[1], h1, vl);
+  }
+  static vfloat32m8_t mul2_u4(const _Float16* x, vuint8m2_t q0, vuint8m2_t q1, size_t vl) {
+    const vfloat16m4_t h0 = __riscv_vfwcvt_f_xu_v_f16m4(q0, vl), h1 = __riscv_vfwcvt_f_xu_v_f16m4(q1, vl);
+    return __riscv_vfwmacc_vf_f32m8(__riscv_vfwmul_vf_f32m8(h0, x[0], vl), x[1], h1, vl);
   }
   // xt[k] = fp16(xf[k] * scale) for k < K, xt[K] = 0, and xf[k] = fp32(xt[k]) so that the
   // group sums are taken over exactly the values the kernel multiplies.
