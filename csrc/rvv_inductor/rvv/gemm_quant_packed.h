@@ -3,10 +3,10 @@
 // Kernel gemm_{int8,int4}_packed_4xm4: X is converted to fp32 panels [k][4] once per call
 // (as in the BF16 GEMM). For every column chunk (vl <= VLMAX(e32, m4)) and group, the
 // group's scales (and zero points) are loaded once into registers; then every K row is
-// loaded, widened to fp32 and dequantized in registers ((q - z) * s: vfsub + vfmul, exact
-// in fp32) and multiplied into up to 4 rows of accumulators. The dequantization is paid
+// loaded, widened to fp32 and dequantized in registers ((q - z) * s, exact in fp32) and multiplied into up to 4 rows of accumulators. The dequantization is paid
 // once per K row and shared by the 4 rows.
-// Registers: 4 x 4 accumulators + 4 scales + 4 zero points + 4 weights + 1-2 loaded = 30.
+// Registers: 4 x 4 accumulators + 4 scales + 4 zero points x scales + 4 weights + the
+// loaded and unpacked bytes (1 + 1 + 2) = 32.
 // A 6-row tile like the BF16 one would need 38.
 #pragma once
 #include "rvv_inductor/config.h"
@@ -48,9 +48,13 @@ inline void gemm_quant_group_m4(const float* ap, const uint8_t* d, int64_t nb, i
       fma_rows(__riscv_vfmul_vv_f32m4(f, s, vl), ap);
     }
   } else {
+    // z holds z * s here: (q - z) * s = q * s - z * s in one fused vfmsub. q * s and z * s
+    // are exact in fp32 (a 4-bit integer times a 16-bit scale) and so is their difference
+    // (it is (q - z) * s), so the result is the exact dequantized weight. One register
+    // group fewer than vfsub + vfmul, which is what keeps the 4-row tile from spilling.
     auto row = [&](vuint8m1_t q, const float* a) {
       const vfloat32m4_t f = __riscv_vfwcvt_f_xu_v_f32m4(__riscv_vzext_vf2_u16m2(q, vl), vl);
-      fma_rows(__riscv_vfmul_vv_f32m4(__riscv_vfsub_vv_f32m4(f, z, vl), s, vl), a);
+      fma_rows(__riscv_vfmsub_vv_f32m4(f, s, z, vl), a);
     };
     int64_t k = 0;
     for (; k + 2 <= rows; k += 2, d += nb, ap += 2 * MR) {
@@ -76,9 +80,11 @@ inline void gemm_quant_tile(const LinearOperands& a, const float* ap, const uint
     const uint8_t* rec = blk + g * full;
     const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
     const vfloat32m4_t s = load_scales_m4(reinterpret_cast<const uint16_t*>(rec) + j, f16_scales, vl);
-    vfloat32m4_t z = __riscv_vfmv_v_f_f32m4(float(implicit_zero(kFormat)), vl);
+    // INT4: z * s (exact: a 4-bit integer times a 16-bit scale).
+    vfloat32m4_t z = __riscv_vfmul_vf_f32m4(s, float(implicit_zero(kFormat)), vl);
     if (kFormat == DType::kInt4 && q.zero_points)
-      z = __riscv_vfwcvt_f_xu_v_f32m4(__riscv_vzext_vf2_u16m2(__riscv_vle8_v_u8m1(rec + zoff + j, vl), vl), vl);
+      z = __riscv_vfmul_vv_f32m4(
+          __riscv_vfwcvt_f_xu_v_f32m4(__riscv_vzext_vf2_u16m2(__riscv_vle8_v_u8m1(rec + zoff + j, vl), vl), vl), s, vl);
     gemm_quant_group_m4<MR, kFormat>(ap + k0 * MR, rec + doff + j, nb, rows, s, z, vl, c0, c1, c2, c3);
   }
   const int64_t out0 = m0 * a.ldy + n;
