@@ -3,6 +3,7 @@
 # results.csv, results.md, instructions.png). The one command:
 #
 #   bench/run.sh [--jobs N] [--quick] [--no-aten] [--no-llamacpp] [--resume] [--report-only] [--out DIR]
+#                [--impls LIST] [--formats LIST]
 #
 #   --jobs N       parallel emulations (default: number of cores)
 #   --quick        M = 1 and 16 only, VLEN 256 only, into build/bench-quick
@@ -12,6 +13,9 @@
 #   --no-llamacpp  skip the llama.cpp peer (Debian's libggml 0.27.0)
 #                  (both peers need the riscv64 root filesystem of scripts/setup)
 #   --resume       keep raw results that already exist (after an interrupted run)
+#   --impls LIST   only these implementations (comma-separated: rvv,scalar,aten,llamacpp)
+#   --formats LIST only these weight formats (e.g. int8,int4-g64,q4_0); with --resume,
+#                  to add or redo rows (delete their raw files first) in existing results
 #   --report-only  only re-run bench/report.py on the existing raw results
 #
 # Environment: RVV_BENCH_SHAPES="K:N ..." restricts the shapes (development; default: the
@@ -37,7 +41,7 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 cd "$RVV_REPO"
 
-jobs=$(nproc) quick=0 aten=1 llamacpp=1 resume=0 report_only=0 out=""
+jobs=$(nproc) quick=0 aten=1 llamacpp=1 resume=0 report_only=0 out="" only_impls="" only_formats=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) jobs=$2; shift 2 ;;
@@ -46,10 +50,14 @@ while [ $# -gt 0 ]; do
     --no-aten) aten=0; shift ;;
     --no-llamacpp) llamacpp=0; shift ;;
     --resume) resume=1; shift ;;
+    --impls) only_impls=$2; shift 2 ;;
+    --impls=*) only_impls=${1#--impls=}; shift ;;
+    --formats) only_formats=$2; shift 2 ;;
+    --formats=*) only_formats=${1#--formats=}; shift ;;
     --report-only) report_only=1; shift ;;
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) rvv_die "unknown option $1 (see bench/run.sh --help)" ;;
   esac
 done
@@ -170,6 +178,8 @@ trap 'rm -f "$jobfile" "$atenfile"' EXIT
 # (nb = VLEN/4 <= 256).
 plan() {
   local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 cap gran
+  [ -z "$only_impls" ] || [[ ",$only_impls," == *",$impl,"* ]] || return 0
+  [ -z "$only_formats" ] || [[ ",$only_formats," == *",$fmt,"* ]] || return 0
   case $impl/$isa/$fmt in
     rvv/rvv_zvfbf/*) cap=$CAP_ZVFBF gran=256 ;;
     rvv/*/int*) cap=$CAP_QUANT gran=256 ;;
