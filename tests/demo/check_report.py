@@ -9,6 +9,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from rvv_inductor.policy import M_BUCKETS, m_bucket  # noqa: E402  (plain Python, no torch)
+
 d = Path(sys.argv[1])
 counted = "--counted" in sys.argv
 rep = json.loads((d / "report.json").read_text())
@@ -44,9 +47,9 @@ kv = h // dims["num_attention_heads"] * dims["num_key_value_heads"]
 shapes = {(h, h, True), (kv, h, True), (h, h, False), (i, h, False), (h, i, False), (v, h, False)}
 buckets = set()
 for b in spec["batches"]:
-    buckets.add(min(x for x in (1, 2, 4, 8, 16, 32, 64, 128) if x >= b))  # decode and prefill's lm_head
+    buckets.add(m_bucket(b))  # decode and prefill's lm_head
     for p in spec["prompts"]:
-        buckets.add(min(x for x in (1, 2, 4, 8, 16, 32, 64, 128) if x >= min(b * p, 128)))
+        buckets.add(m_bucket(min(b * p, M_BUCKETS[-1])))
 check(reg["artifacts"] <= len(shapes) * len(buckets), f"{reg['artifacts']} artifacts > {len(shapes)}x{len(buckets)}")
 # One decode graph per batch size and no recompile when generation moves on from the warm-up.
 check(modes["whole"]["graphs"] == len(spec["batches"]), f"whole-model graphs {modes['whole']['graphs']}")

@@ -1,15 +1,16 @@
 """ESTIMATED SpacemiT K1 (BPI-F3) throughput from counted work. Not a measurement.
 
 Inputs are the rvvcount plugin's per-region counters for one decode step or one
-prefill (executed riscv64 instructions, vector datapath beats at DLEN 128, bytes, and
-DRAM traffic from its two-level cache model), divided per token. The model:
+prefill (executed riscv64 instructions, vector datapath beats at the K1's DLEN, bytes, and
+DRAM traffic from its two-level cache model), divided per token. The model, with the
+K1's numbers from ``rvv_inductor.policy``:
 
 * compute: every instruction that is not a vector datapath operation takes CPI_SCALAR
   cycles, every vector instruction its beats, max(1, EMUL x VLEN / DLEN), no overlap
   (the X60 is in-order) -- the same model as bench/report.py;
 * Linear layers run on K1_CORES cores (the kernels split N across threads); everything
   else (Python, the dispatcher, attention, norms) on one core;
-* DRAM traffic streams at K1_DRAM_BYTES_S and overlaps compute: a region takes
+* DRAM traffic streams at K1_DRAM_BYTES_PER_S and overlaps compute: a region takes
   max(compute time, memory time).
 
 What it ignores: dual issue, cache effects beyond the modelled L1/L2, DRAM latency,
@@ -19,13 +20,12 @@ with are in BOARD_NUMBERS.
 """
 from __future__ import annotations
 
-K1_CLOCK_HZ = 1.6e9
-K1_DLEN = 128
-K1_CORES = 8
-K1_DRAM_BYTES_S = 10.7e9
-CPI_SCALAR = 1.0
+from ..policy import CPI_SCALAR, K1_CLOCK_HZ, K1_CORES, K1_DRAM_BYTES_PER_S
 
-# Measured on the board by others (../shared/docs/seed-brief.md), Qwen2.5-1.5B decode.
+# Qwen2.5-1.5B decode throughput measured on a BPI-F3 board and published by the authors
+# of each program: the seed prototype this project started from (its regional and its
+# whole-graph compile), sgl-kernel's hand-written RVV kernels (SGLang PR #22193) and
+# llama.cpp with SpacemiT's IME matrix extension (4-bit weights).
 BOARD_NUMBERS = [
     ("seed, regional Linear compile (BF16)", 1.320),
     ("seed, whole-model CPU graph (BF16)", 1.405),
@@ -40,7 +40,7 @@ def region_seconds(c: dict, cores: int) -> dict:
     compute_cycles = scalar_like * CPI_SCALAR + c["vbeats"]
     dram = c.get("dram_read_bytes", 0) + c.get("dram_write_bytes", 0)
     compute_s = compute_cycles / (K1_CLOCK_HZ * cores)
-    memory_s = dram / K1_DRAM_BYTES_S
+    memory_s = dram / K1_DRAM_BYTES_PER_S
     return {"compute_s": compute_s, "memory_s": memory_s, "s": max(compute_s, memory_s),
             "bound": "memory" if memory_s >= compute_s else "compute"}
 
@@ -58,4 +58,4 @@ def step_estimate(linear: dict | None, rest: dict, tokens: int) -> dict:
 
 def bandwidth_bound_tok_s(weight_bytes_per_step: float, batch: int) -> float:
     """Decode ceiling if every weight byte streams from DRAM once per step."""
-    return batch * K1_DRAM_BYTES_S / weight_bytes_per_step
+    return batch * K1_DRAM_BYTES_PER_S / weight_bytes_per_step

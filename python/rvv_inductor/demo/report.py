@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+from .. import policy
 from . import estimate
 from .worker import DECODE_LINEAR, DECODE_REST, PREFILL_LINEAR, PREFILL_REST, region_id
 
@@ -124,8 +125,8 @@ def write(out: Path) -> int:
     eager = torch.load(out / "logits-eager.pt")
     rep = {"spec": spec, "count_spec": {k: cspec.get(k) for k in ("prompts", "steps", "batches", "runs")},
            "modes": {}, "board_numbers_tok_s": estimate.BOARD_NUMBERS,
-           "k1_model": {"clock_hz": estimate.K1_CLOCK_HZ, "dlen": estimate.K1_DLEN, "cores": estimate.K1_CORES,
-                        "dram_bytes_s": estimate.K1_DRAM_BYTES_S, "cpi_scalar": estimate.CPI_SCALAR}}
+           "k1_model": {"clock_hz": policy.K1_CLOCK_HZ, "dlen": policy.K1_DLEN_BITS, "cores": policy.K1_CORES,
+                        "dram_bytes_s": policy.K1_DRAM_BYTES_PER_S, "cpi_scalar": policy.CPI_SCALAR}}
     ok = True
     for mode, r in results.items():
         m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "rss_peak_kib", "rss_model_kib",
@@ -179,78 +180,108 @@ def _write_csv(out: Path, rep: dict) -> None:
                             c["prompt"] if c else "", f"{c['est_decode_tok_s']:.3f}" if c else "", f"{c['est_prefill_tok_s']:.2f}" if c else ""])
 
 
-def render(rep: dict) -> str:
+def _emulated(rep: dict) -> str:
+    return "emulated under QEMU, not RISC-V speed" if rep["spec"].get("emulated") else "measured on this machine"
+
+
+def _header(rep: dict) -> list[str]:
     s = rep["spec"]
-    emu = "emulated under QEMU, not RISC-V speed" if s.get("emulated") else "measured on this machine"
-    L = [f"rvv_inductor demo report -- Qwen2 architecture, {s['source']}",
-         f"dims {s['dims']}",
-         f"batches {s['batches']}, prompts {s['prompts']}, {s['steps']} decode steps; Inductor cache "
-         f"{'warm (--keep-cache)' if s.get('warm_cache') else 'cold'}", ""]
-    L.append(f"Compile and memory (wall times {emu}):")
-    L.append(f"  {'mode':9} {'compile s':>10} {'artifacts':>9} {'peak RSS':>10} {'params':>10} {'packed':>10}")
-    for mode, m in rep["modes"].items():
+    return [f"rvv_inductor demo report -- Qwen2 architecture, {s['source']}",
+            f"dims {s['dims']}",
+            f"batches {s['batches']}, prompts {s['prompts']}, {s['steps']} decode steps; Inductor cache "
+            f"{'warm (--keep-cache)' if s.get('warm_cache') else 'cold'}"]
+
+
+def _compile_and_memory(rep: dict) -> list[str]:
+    modes = rep["modes"]
+    L = [f"Compile and memory (wall times {_emulated(rep)}):",
+         f"  {'mode':9} {'compile s':>10} {'artifacts':>9} {'peak RSS':>10} {'params':>10} {'packed':>10}"]
+    for mode, m in modes.items():
         L.append(f"  {mode:9} {m['compile_s']:10.1f} {m['artifacts'] or 0:9d} {m['rss_peak_kib'] / 1024:8.0f} MiB "
                  f"{m['param_bytes'] / 2**20:6.0f} MiB {m['packed_bytes'] / 2**20:6.0f} MiB")
-    modes = rep["modes"]
     if "regional" in modes and "whole" in modes and modes["whole"]["compile_s"] > 0:
         ratio = modes["regional"]["compile_s"] / modes["whole"]["compile_s"]
         L.append(f"  regional / whole-model compile time: {ratio:.2f} (goal <= 0.33)")
-    L.append("  compile s = Dynamo's compile timer (every compile, also recompiles during generation; else the first pass minus the same work warm); peak RSS includes the "
-             "emulator's own memory when emulated; 'packed' = RVVLinear's packed weights, which replace the "
-             "originals (tied embeddings keep theirs).")
-    L.append("")
-    L.append(f"Agreement with eager (teacher-forced logits; tolerance {ULPS} BF16 ulps of the largest logit; "
-             "greedy tokens compared where eager's top-2 margin exceeds it):")
-    for mode, m in modes.items():
+    L.append("  compile s = Dynamo's compile timer (every compile, also recompiles during generation; else the first "
+             "pass minus the same work warm); peak RSS includes the emulator's own memory when emulated; 'packed' = "
+             "RVVLinear's packed weights, which replace the originals (tied embeddings keep theirs).")
+    return L
+
+
+def _agreement(rep: dict) -> list[str]:
+    L = [f"Agreement with eager (teacher-forced logits; tolerance {ULPS} BF16 ulps of the largest logit; "
+         "greedy tokens compared where eager's top-2 margin exceeds it):"]
+    for mode, m in rep["modes"].items():
         for a in m.get("agreement") or []:
             L.append(f"  {mode:9} batch {a['batch']} prompt {a['prompt']:4}: max |diff| {a['max_abs_diff']:.4g} "
                      f"({a['diff_ulps']:.1f} ulps), greedy equal on {a['decisive_agree']}/{a['decisive']} decisive "
                      f"positions ({a['argmax_agree_all']}/{a['positions']} overall) {'ok' if a['ok'] else 'FAIL'}")
-    L.append("")
-    L.append("Layer routing:")
+    return L
+
+
+def _routing(rep: dict) -> list[str]:
+    L = ["Layer routing:"]
     for mode in ("regional", "whole"):
-        if mode in modes:
-            r = modes[mode]["routing"]
+        if mode in rep["modes"]:
+            r = rep["modes"][mode]["routing"]
             L.append(f"  {mode}: {len(r['rvv'])} on RVV, {len(r['fallback'])} fell back")
             L += [f"    RVV   {x}" for x in r["rvv"][:12]] + (["    ..."] if len(r["rvv"]) > 12 else [])
             L += [f"    kept  {x}" for x in r["fallback"][:12]] + (["    ..."] if len(r["fallback"]) > 12 else [])
-    L.append("")
-    L.append(f"Emulated wall time per workload ({emu}):")
-    for mode, m in modes.items():
+    return L
+
+
+def _wall_times(rep: dict) -> list[str]:
+    L = [f"Emulated wall time per workload ({_emulated(rep)}):"]
+    for mode, m in rep["modes"].items():
         for wl in m["workloads"]:
             L.append(f"  {mode:9} batch {wl['batch']} prompt {wl['prompt']:4}: prefill {wl['prefill_s']:8.2f} s, "
                      f"decode step {wl['decode_step_median_s']:7.2f} s (median)")
-    L.append("")
-    have_counts = any(m["counts"] for m in modes.values())
-    if have_counts:
-        runs = rep["count_spec"].get("runs") or []
-        how = (f"counted at {runs[0]['layers']} and {runs[1]['layers']} layers and extrapolated linearly to "
-               f"{s['dims']['num_hidden_layers']}, " if len(runs) == 2 else "")
-        L.append(f"Counted work per token ({how}rvvcount QEMU plugin, one thread, prompt "
-                 f"{rep['count_spec']['prompts'][0]}; Linear = the Linear modules' calls, rest = everything else "
-                 "in the step, Python included; whole-model: not separable):")
-        L.append(f"  {'mode':9} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
-                 f"{'pre insns/tok':>13} | {'EST. K1 decode tok/s':>20} {'EST. prefill tok/s':>18}")
-        for mode, m in modes.items():
-            for c in m["counts"] or []:
-                dl, dr = c["decode_linear"], c["decode_rest"]
-                dram = _decode_dram_bytes(c)
-                pre = sum((d or {}).get("insns", 0) for d in (c["prefill_linear"], c["prefill_rest"]))
-                L.append(f"  {mode:9} {c['batch']:5d} {_fmt_n(dl['insns'] if dl else None):>16} "
-                         f"{_fmt_n(dr['insns']):>14} {_fmt_n(dram):>10} {_fmt_n(pre):>13} | "
-                         f"{c['est_decode_tok_s']:20.3f} {c['est_prefill_tok_s']:18.2f}")
-        k = rep["k1_model"]
-        L.append(f"  ESTIMATE, not a measurement: {k['clock_hz'] / 1e9:.1f} GHz in-order, DLEN {k['dlen']}, "
-                 f"Linear on {k['cores']} cores, the rest on 1, DRAM {k['dram_bytes_s'] / 1e9:.1f} GB/s overlapping "
-                 "compute (python/rvv_inductor/demo/estimate.py).")
-    else:
-        L.append("Counted work per token: not measured in this run (scripts/demo runs the counting pass under the "
-                 "rvvcount QEMU plugin; it is skipped with --no-count and on riscv64 hosts).")
+    return L
+
+
+def _counted_work(rep: dict) -> list[str]:
+    modes = rep["modes"]
+    if not any(m["counts"] for m in modes.values()):
+        return ["Counted work per token: not measured in this run (scripts/demo runs the counting pass under the "
+                "rvvcount QEMU plugin; it is skipped with --no-count and on riscv64 hosts)."]
+    runs = rep["count_spec"].get("runs") or []
+    how = (f"counted at {runs[0]['layers']} and {runs[1]['layers']} layers and extrapolated linearly to "
+           f"{rep['spec']['dims']['num_hidden_layers']}, " if len(runs) == 2 else "")
+    L = [f"Counted work per token ({how}rvvcount QEMU plugin, one thread, prompt "
+         f"{rep['count_spec']['prompts'][0]}; Linear = the Linear modules' calls, rest = everything else "
+         "in the step, Python included; whole-model: not separable):",
+         f"  {'mode':9} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
+         f"{'pre insns/tok':>13} | {'EST. K1 decode tok/s':>20} {'EST. prefill tok/s':>18}"]
+    for mode, m in modes.items():
+        for c in m["counts"] or []:
+            dl, dr = c["decode_linear"], c["decode_rest"]
+            pre = sum((d or {}).get("insns", 0) for d in (c["prefill_linear"], c["prefill_rest"]))
+            L.append(f"  {mode:9} {c['batch']:5d} {_fmt_n(dl['insns'] if dl else None):>16} "
+                     f"{_fmt_n(dr['insns']):>14} {_fmt_n(_decode_dram_bytes(c)):>10} {_fmt_n(pre):>13} | "
+                     f"{c['est_decode_tok_s']:20.3f} {c['est_prefill_tok_s']:18.2f}")
+    k = rep["k1_model"]
+    L.append(f"  ESTIMATE, not a measurement: {k['clock_hz'] / 1e9:.1f} GHz in-order, DLEN {k['dlen']}, "
+             f"Linear on {k['cores']} cores, the rest on 1, DRAM {k['dram_bytes_s'] / 1e9:.2f} GB/s overlapping "
+             "compute (python/rvv_inductor/demo/estimate.py).")
+    return L
+
+
+def _ceilings(rep: dict) -> list[str]:
     bb = ", ".join(f"batch {b}: {v:.2f}" for b, v in rep["bandwidth_bound_tok_s"].items())
-    L.append(f"  Bandwidth ceiling (all BF16 parameters streamed once per step at 10.7 GB/s): {bb} tok/s")
-    L.append("  Board numbers to beat (measured on the BPI-F3, Qwen2.5-1.5B): "
-             + "; ".join(f"{n} {v:.2f} tok/s" for n, v in rep["board_numbers_tok_s"]))
-    return "\n".join(L) + "\n"
+    return [f"  Bandwidth ceiling (all BF16 parameters streamed once per step at "
+            f"{rep['k1_model']['dram_bytes_s'] / 1e9:.2f} GB/s): {bb} tok/s",
+            "  Board numbers to beat (measured on the BPI-F3, Qwen2.5-1.5B): "
+            + "; ".join(f"{n} {v:.2f} tok/s" for n, v in rep["board_numbers_tok_s"])]
+
+
+def render(rep: dict) -> str:
+    """The report as text: one block per section, separated by blank lines."""
+    sections = [_header, _compile_and_memory, _agreement, _routing, _wall_times]
+    lines: list[str] = []
+    for section in sections:
+        lines += section(rep) + [""]
+    lines += _counted_work(rep) + _ceilings(rep)
+    return "\n".join(lines) + "\n"
 
 
 def _plot(out: Path, rep: dict) -> None:

@@ -7,7 +7,7 @@ upstream ("Expect L1_cache_size > 0 but got 0"). We fill in the zeros, in this o
 1. ``RVV_INDUCTOR_L1D_BYTES`` / ``RVV_INDUCTOR_L2_BYTES`` (validated positive integers);
 2. sysfs ``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}``;
 3. the device tree (``/proc/device-tree/cpus/cpu@0/d-cache-size`` and its L2 node);
-4. the SpacemiT K1's sizes: 32 KiB L1D per core, 512 KiB L2 per 4-core cluster.
+4. the SpacemiT K1's sizes (``policy.K1_L1D_BYTES``, ``policy.K1_L2_BYTES``).
 
 Non-zero values reported by torch are never replaced. Under QEMU user mode /sys is the
 host's; on riscv64 hardware it describes the real CPU. The source is logged.
@@ -19,10 +19,9 @@ import os
 import re
 from pathlib import Path
 
-log = logging.getLogger("rvv_inductor")
+from ..policy import K1_L1D_BYTES, K1_L2_BYTES
 
-K1_L1D = 32 * 1024
-K1_L2 = 512 * 1024
+log = logging.getLogger("rvv_inductor")
 
 
 def _parse_size(text: str) -> int | None:
@@ -93,8 +92,8 @@ def resolve() -> tuple[int, int, str]:
                 return value
         raise AssertionError("unreachable: the K1 default is always last")
 
-    l1 = pick((env_l1, "env"), (sys_l1, "sysfs"), (dt_l1, "device-tree"), (K1_L1D, "K1 default"))
-    l2 = pick((env_l2, "env"), (sys_l2, "sysfs"), (dt_l2, "device-tree"), (K1_L2, "K1 default"))
+    l1 = pick((env_l1, "env"), (sys_l1, "sysfs"), (dt_l1, "device-tree"), (K1_L1D_BYTES, "K1 default"))
+    l2 = pick((env_l2, "env"), (sys_l2, "sysfs"), (dt_l2, "device-tree"), (K1_L2_BYTES, "K1 default"))
     return l1, l2, f"L1d from {sources[0]}, L2 from {sources[1]}"
 
 
