@@ -9,13 +9,19 @@ def _info(argv: list[str]) -> int:
 
     from . import cpu
 
+    from ._native import NativeLibraryError
+
     d = cpu.detect()
     try:
         e = cpu.effective()
         err = None
     except cpu.CpuOverrideError as ex:
         e, err = None, str(ex)
-    print(json.dumps({"detected": d.__dict__, "march": d.march,
+    try:
+        march = d.march
+    except NativeLibraryError:  # off riscv64, without a host build of the C++ core
+        march = None
+    print(json.dumps({"detected": d.__dict__, "march": march,
                       "effective": e.__dict__ if e else None, "override_error": err}, indent=2))
     return 1 if err else 0
 

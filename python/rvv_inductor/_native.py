@@ -1,7 +1,12 @@
-"""Loads the C++ core (librvv_inductor_core.so) with ctypes.
+"""The C++ core (librvv_inductor_core.so) through ctypes: loading it, the mirrors of its C
+structs, and the policy values it defines (block width, packed layout, ``-march``).
 
 Search order: RVV_INDUCTOR_LIB (a file path), the installed package directory, then the
 repository's own build trees, so tests can run from a checkout without installing.
+
+Every ctypes mirror is checked against ``rvv_abi_sizeof`` when the library is loaded: a
+library built from other headers is a clear error, not a corrupted struct. No torch here:
+tensors are ``packed.py``'s business.
 """
 from __future__ import annotations
 
@@ -14,9 +19,47 @@ _LIBNAME = "librvv_inductor_core.so"
 _PKG = Path(__file__).resolve().parent
 _REPO = _PKG.parent.parent
 
+# abi_types.h
+RVV_DTYPE_BF16, RVV_DTYPE_F32 = 1, 2
+RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2
+RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES = 1, 2
+
 
 class NativeLibraryError(RuntimeError):
     pass
+
+
+class NativeCallError(ValueError):
+    """A C ABI call returned an error status (the message is the library's)."""
+
+
+class CpuFeatures(ctypes.Structure):
+    """rvv_cpu_features (cpu_features.h)."""
+
+    _fields_ = [
+        ("is_riscv64", ctypes.c_int),
+        ("has_v", ctypes.c_int),
+        ("vlenb", ctypes.c_int),
+        ("has_zvfh", ctypes.c_int),
+        ("has_zvfbfmin", ctypes.c_int),
+        ("has_zvfbfwma", ctypes.c_int),
+        ("sources", ctypes.c_int),
+    ]
+
+
+class PackedLayout(ctypes.Structure):
+    """rvv_packed_layout (abi_types.h): a weight W[N, K] packed as [ceil(N/nb)][K][nb]."""
+
+    _fields_ = [("magic", ctypes.c_uint32), ("version", ctypes.c_uint32), ("n", ctypes.c_int64),
+                ("k", ctypes.c_int64), ("nb", ctypes.c_int64), ("num_blocks", ctypes.c_int64),
+                ("elements", ctypes.c_int64), ("dtype", ctypes.c_int32), ("vlenb", ctypes.c_int32),
+                ("lmul", ctypes.c_int32), ("reserved", ctypes.c_int32), ("bytes", ctypes.c_int64),
+                ("group_size", ctypes.c_int32), ("scale_dtype", ctypes.c_int32),
+                ("zero_points", ctypes.c_int32), ("reserved2", ctypes.c_int32)]
+
+
+# rvv_abi_sizeof code -> the mirror whose size must match.
+MIRRORS = {RVV_ABI_PACKED_LAYOUT: PackedLayout, RVV_ABI_CPU_FEATURES: CpuFeatures}
 
 
 def _candidates() -> list[Path]:
@@ -39,7 +82,8 @@ def lib() -> ctypes.CDLL:
             except OSError as e:  # wrong architecture, missing dependency
                 tried.append(f"{path}: {e}")
                 continue
-            _declare(handle)
+            _declare(handle, path)
+            check_mirrors(handle, MIRRORS, path)
             return handle
         tried.append(f"{path}: not found")
     raise NativeLibraryError(
@@ -49,23 +93,69 @@ def lib() -> ctypes.CDLL:
     )
 
 
-class CpuFeatures(ctypes.Structure):
-    _fields_ = [
-        ("is_riscv64", ctypes.c_int),
-        ("has_v", ctypes.c_int),
-        ("vlenb", ctypes.c_int),
-        ("has_zvfh", ctypes.c_int),
-        ("has_zvfbfmin", ctypes.c_int),
-        ("has_zvfbfwma", ctypes.c_int),
-        ("sources", ctypes.c_int),
-    ]
+def check_mirrors(h: ctypes.CDLL, mirrors: dict[int, type], path: Path | str = "the library") -> None:
+    """Raise NativeLibraryError unless each ctypes mirror has its C struct's size."""
+    for code, mirror in mirrors.items():
+        size = h.rvv_abi_sizeof(code)
+        if size != ctypes.sizeof(mirror):
+            raise NativeLibraryError(
+                f"{path}: the C struct behind {mirror.__name__} is {size} bytes, the Python mirror "
+                f"{ctypes.sizeof(mirror)}: the library and this package come from different versions; "
+                "rebuild the library or reinstall the package")
 
 
-def _declare(h: ctypes.CDLL) -> None:
-    p = ctypes.POINTER(CpuFeatures)
-    h.rvv_detect_cpu.argtypes = [p]
-    h.rvv_detect_cpu.restype = ctypes.c_int
-    h.rvv_resolve_cpu.argtypes = [ctypes.c_char_p, p, ctypes.c_char_p, ctypes.c_size_t]
-    h.rvv_resolve_cpu.restype = ctypes.c_int
-    h.rvv_march_string.argtypes = [p, ctypes.c_char_p, ctypes.c_size_t]
-    h.rvv_march_string.restype = ctypes.c_int
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+
+
+def _declare(h: ctypes.CDLL, path: Path) -> None:
+    """Argument and return types of every function this package calls."""
+    feats, layout = ctypes.POINTER(CpuFeatures), ctypes.POINTER(PackedLayout)
+    signatures = {
+        "rvv_last_error": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
+        "rvv_abi_sizeof": (ctypes.c_size_t, [ctypes.c_int]),
+        "rvv_detect_cpu": (ctypes.c_int, [feats]),
+        "rvv_resolve_cpu": (ctypes.c_int, [ctypes.c_char_p, feats, ctypes.c_char_p, ctypes.c_size_t]),
+        "rvv_march_string": (ctypes.c_int, [feats, ctypes.c_char_p, ctypes.c_size_t]),
+        "rvv_nb_for_vlenb": (_I64, [ctypes.c_int]),
+        "rvv_make_layout": (ctypes.c_int, [_I64, _I64, _I64, layout]),
+        "rvv_pack_bf16": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, _I64, layout]),
+        "rvv_unpack_bf16": (ctypes.c_int, [_P, layout, _P, _I64, _I64]),
+        "rvv_linear_bf16_packed": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, layout, _I64, _P, ctypes.c_int,
+                                                  _P, _I64, ctypes.c_int, _I64, _I64]),
+        "rvv_count_region": (ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        try:
+            fn = getattr(h, name)
+        except AttributeError:
+            raise NativeLibraryError(f"{path} has no {name}: it is older than this package; rebuild it") from None
+        fn.restype, fn.argtypes = restype, argtypes
+
+
+def check(rc: int, what: str, error: type[NativeCallError] = NativeCallError) -> None:
+    """Raise ``error`` with the library's message unless ``rc`` is RVV_OK."""
+    if rc != 0:
+        buf = ctypes.create_string_buffer(512)
+        lib().rvv_last_error(buf, len(buf))
+        raise error(f"{what}: {buf.value.decode() or f'status {rc}'}")
+
+
+def nb_for_vlen(vlen_bits: int) -> int:
+    """The block width nb the kernels prefer at this VLEN (0: no vector unit)."""
+    return int(lib().rvv_nb_for_vlenb(vlen_bits // 8))
+
+
+def make_layout(n: int, k: int, nb: int) -> PackedLayout:
+    """The descriptor of a BF16 W[n, k] packed with block width nb: block count, elements
+    and bytes of the packed buffer. The kernels validate it against each call."""
+    lay = PackedLayout()
+    check(lib().rvv_make_layout(n, k, nb, ctypes.byref(lay)), "layout")
+    return lay
+
+
+def march_string(features: CpuFeatures) -> str:
+    """The ``-march`` value (without "-march=") for code generated for these features."""
+    buf = ctypes.create_string_buffer(128)
+    if lib().rvv_march_string(ctypes.byref(features), buf, len(buf)) < 0:
+        raise NativeCallError("rvv_march_string: buffer too small")
+    return buf.value.decode()

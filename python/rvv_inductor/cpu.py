@@ -16,6 +16,8 @@ class CpuOverrideError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class CpuInfo:
+    """The vector features code is generated for (rvv_cpu_features in cpu_features.h)."""
+
     is_riscv64: bool
     has_v: bool
     vlen: int  # bits; 0 without V
@@ -26,12 +28,17 @@ class CpuInfo:
 
     @property
     def march(self) -> str:
-        m = "rv64gcv" if self.has_v else "rv64gc"
-        for flag, name in ((self.has_zvfh, "zvfh"), (self.has_zvfbfmin, "zvfbfmin"),
-                           (self.has_zvfbfwma, "zvfbfwma")):
-            if self.has_v and flag:
-                m += "_" + name
-        return m
+        """``-march`` for code generated for exactly these features ("rv64gcv_zvfh")."""
+        return _native.march_string(self._struct())
+
+    @property
+    def block_n(self) -> int:
+        """The block width nb of packed weights and of the micro-GEMMs at this VLEN."""
+        return _native.nb_for_vlen(self.vlen)
+
+    def _struct(self) -> _native.CpuFeatures:
+        return _native.CpuFeatures(int(self.is_riscv64), int(self.has_v), self.vlen // 8, int(self.has_zvfh),
+                                   int(self.has_zvfbfmin), int(self.has_zvfbfwma), self.sources)
 
     @property
     def hw_bf16(self) -> bool:

@@ -8,7 +8,6 @@ import torch
 
 import rvv_inductor
 from rvv_inductor import cpu, ops, packed, verify
-from rvv_inductor.inductor.micro_gemm import block_n_for
 
 pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64, reason="needs riscv64 (emulated or native)")
 
@@ -24,8 +23,7 @@ def bound(x, w, b):
 
 
 def nb() -> int:
-    info = cpu.effective()
-    return block_n_for(info.vlen) if info.has_v else 64
+    return cpu.effective().block_n
 
 
 @pytest.mark.matrix
