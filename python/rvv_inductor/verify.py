@@ -5,9 +5,10 @@ kernel, which Linear shapes went to the RVV template and which to ATen
 (``extern_kernels.mm``/``addmm``), the built ``.so`` files, and the vector instructions in
 each ``.so`` counted by disassembling it (a string in the source proves nothing).
 
-Exit status: 0 when every shape that passed the gate runs an RVV kernel whose ``.so``
-contains vector FMAs; 1 otherwise (or when ``--expect-rvv`` shapes are missing); 2 on
-usage errors.
+Exit status: 0 when no routing decision is a defect (``reasons.Kind.DEFECT``: a shape
+that should have reached RVV went elsewhere) and every RVV template kernel's ``.so``
+contains vector FMAs; 1 otherwise (or when ``--expect-rvv`` shapes are missing, or the
+routing log was written by another version); 2 on usage errors.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-RVV_MARKER = re.compile(r"// rvv_inductor (.+?) micro-GEMM \(kernel headers (\w+)\)")
+from . import reasons
+from .inductor import kernel_marker
+
 KERNEL_NAME = re.compile(r'extern "C"\s+(?:__attribute__\(\(.*?\)\)\s+)?void\s+(\w+)\s*\(')
 EXTERN_CALL = re.compile(r"extern_kernels\.(mm|addmm|bmm|baddbmm)\(")
 # Families worth showing; "vector_total" counts every V-extension mnemonic.
@@ -71,71 +74,62 @@ def count_vector_instructions(so: Path, dis: list[str]) -> tuple[int, dict[str, 
     return total, dict(counts)
 
 
+def _sources(cache_dir: Path, pattern: str):
+    """Inductor's generated files, without its precompiled headers."""
+    return [p for p in sorted(cache_dir.rglob(pattern)) if "precompiled_headers" not in p.parts]
+
+
+def _shared_object(cache_dir: Path, so: Path, dis: list[str] | None) -> SoReport:
+    cpp = so.with_suffix(".cpp")
+    src = cpp.read_text(errors="replace") if cpp.is_file() else ""
+    total, counts = count_vector_instructions(so, dis) if dis else (-1, {})
+    return SoReport(str(so.relative_to(cache_dir)), str(cpp.relative_to(cache_dir)) if src else None,
+                    KERNEL_NAME.findall(src), kernel_marker.find(src), total, counts, dis[0] if dis else None)
+
+
+def _routing(cache_dir: Path) -> list[dict]:
+    """Each distinct decision of the routing log once, with its reason's kind."""
+    out, seen = [], set()
+    for e in reasons.read_log(cache_dir / "rvv_inductor" / reasons.LOG_NAME):
+        row = {"op": e.op, "M": e.M, "N": e.N, "K": e.K, "dtype": e.dtype, "route": e.route, "reason": e.reason,
+               "code": e.code.name if e.code else None,
+               "kind": reasons.kind_of(e.code).value if e.code else None}
+        key = tuple(row.values())
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
 def scan(cache_dir: Path) -> dict:
+    """What Inductor built in ``cache_dir``: kernels, shared objects (disassembled), ATen
+    extern calls in the wrappers, and the routing decisions rvv_inductor recorded."""
     dis = find_disassembler()
-    sos = []
-    for so in sorted(cache_dir.rglob("*.so")):
-        if "precompiled_headers" in so.parts:
-            continue
-        cpp = so.with_suffix(".cpp")
-        src = cpp.read_text(errors="replace") if cpp.is_file() else ""
-        marker = RVV_MARKER.search(src)
-        total, counts = count_vector_instructions(so, dis) if dis else (-1, {})
-        sos.append(SoReport(str(so.relative_to(cache_dir)), str(cpp.relative_to(cache_dir)) if src else None,
-                            KERNEL_NAME.findall(src), marker.group(1) if marker else None, total, counts,
-                            dis[0] if dis else None))
+    sos = [_shared_object(cache_dir, so, dis) for so in _sources(cache_dir, "*.so")]
     kernels = []
-    for cpp in sorted(cache_dir.rglob("*.cpp")):
-        if "precompiled_headers" in cpp.parts:
-            continue
+    for cpp in _sources(cache_dir, "*.cpp"):
         src = cpp.read_text(errors="replace")
         names = KERNEL_NAME.findall(src)
         if names:
-            marker = RVV_MARKER.search(src)
             kernels.append({"source": str(cpp.relative_to(cache_dir)), "names": names,
-                            "rvv_micro_gemm": marker.group(1) if marker else None,
-                            "built": cpp.with_suffix(".so").is_file()})
+                            "rvv_micro_gemm": kernel_marker.find(src), "built": cpp.with_suffix(".so").is_file()})
     extern_calls: collections.Counter = collections.Counter()
-    for py in sorted(cache_dir.rglob("*.py")):
+    for py in _sources(cache_dir, "*.py"):
         for op in EXTERN_CALL.findall(py.read_text(errors="replace")):
             extern_calls[op] += 1
-    routing = []
-    log = cache_dir / "rvv_inductor" / "routing.jsonl"
-    if log.is_file():
-        seen = set()
-        for line in log.read_text().splitlines():
-            try:
-                e = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            key = (e["op"], e["M"], e["N"], e["K"], e["dtype"], e["route"], e["reason"])
-            if key not in seen:
-                seen.add(key)
-                routing.append({k: e[k] for k in ("op", "M", "N", "K", "dtype", "route", "reason")})
     return {"cache_dir": str(cache_dir), "kernels": kernels, "shared_objects": [dataclasses.asdict(s) for s in sos],
-            "extern_calls": dict(extern_calls), "routing": routing, "disassembler": dis[0] if dis else None}
-
-
-# Reasons that are the routing policy working as designed (ATen is the right answer);
-# anything else that sent a gate-passing shape to ATen is a defect the verifier reports.
-POLICY_REASONS = ("gate:", "not BF16", "dynamic", "bias dtype", "alpha=", "layout:", "cpu:")
-
-
-def _expected_rvv(entry: dict) -> bool:
-    """A shape that passed the gate but still went to ATen is a failure of this package,
-    not a policy decision."""
-    if entry["route"] == "rvv":
-        return True
-    reason = entry["reason"]
-    return not reason.startswith(POLICY_REASONS)
+            "extern_calls": dict(extern_calls), "routing": _routing(cache_dir), "disassembler": dis[0] if dis else None}
 
 
 def evaluate(report: dict, expect: list[tuple[int, int, int]]) -> list[str]:
+    """The problems in a ``scan`` report (empty when all is well): routing defects, RVV
+    kernels without vector FMAs, and ``expect``ed (M, N, K) shapes that are not on RVV."""
     problems = []
     rvv_sos = [s for s in report["shared_objects"] if s["rvv_micro_gemm"]]
     for e in report["routing"]:
-        if _expected_rvv(e) and e["route"] != "rvv":
-            problems.append(f"{e['op']} M={e['M']} N={e['N']} K={e['K']} passed the gate but went to ATen: {e['reason']}")
+        if e["kind"] == reasons.Kind.DEFECT.value:
+            problems.append(f"{e['op']} M={e['M']} N={e['N']} K={e['K']} should have run on RVV but went to "
+                            f"{e['route']}: {e['reason']}")
     for s in rvv_sos:
         fma = s["counts"].get("vfmacc", 0) + s["counts"].get("vfwmacc", 0) + s["counts"].get("vfwmaccbf16", 0)
         if s["vector_total"] >= 0 and fma == 0:
@@ -156,7 +150,7 @@ def _table(report: dict, problems: list[str]) -> str:
         lines.append("  (no routing decisions recorded: was rvv_inductor.enable() called?)")
     for e in report["routing"]:
         lines.append(f"  {e['op']:6s} M={e['M']!s:>5} N={e['N']!s:>7} K={e['K']!s:>6} {e['dtype']:15s} "
-                     f"-> {e['route'].upper():4s} ({e['reason']})")
+                     f"-> {e['route'].upper():5s} ({e['reason']}){' [' + e['kind'] + ']' if e['kind'] else ''}")
     ext = ", ".join(f"{k} x{v}" for k, v in sorted(report["extern_calls"].items())) or "none"
     lines += ["", f"ATen extern calls in generated wrappers: {ext}", "", "Generated kernels:"]
     for k in report["kernels"]:
@@ -170,7 +164,7 @@ def _table(report: dict, problems: list[str]) -> str:
         if fam:
             lines.append(f"      {fam}")
     lines.append("")
-    lines += [f"FAIL: {p}" for p in problems] or ["OK: every gate-passing shape runs an RVV kernel with vector FMAs"]
+    lines += [f"FAIL: {p}" for p in problems] or ["OK: every shape that should run on RVV runs an RVV kernel with vector FMAs"]
     return "\n".join(lines)
 
 
@@ -192,7 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.cache_dir.is_dir():
         print(f"verify: {args.cache_dir} is not a directory", file=sys.stderr)
         return 2
-    report = scan(args.cache_dir)
+    try:
+        report = scan(args.cache_dir)
+    except reasons.UnknownReason as e:
+        print(f"verify: {e}", file=sys.stderr)
+        return 1
     problems = evaluate(report, args.expect_rvv)
     if args.json:
         print(json.dumps({**report, "problems": problems, "ok": not problems}, indent=2))

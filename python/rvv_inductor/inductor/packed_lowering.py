@@ -17,18 +17,16 @@ import logging
 
 import torch
 import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circular-import trap)
-from torch._inductor import config as inductor_config
 from torch._inductor import ir
 from torch._inductor import lowering as L
 from torch._inductor.codegen.cpp_gemm_template import CppGemmTemplate
-from torch._inductor.codegen.cpp_micro_gemm import create_micro_gemm
 from torch._inductor.kernel.mm_common import realize_inputs
 from torch._inductor.select_algorithm import autotune_select_algorithm
-from torch._inductor.utils import has_free_symbols, parallel_num_threads
+from torch._inductor.utils import has_free_symbols
 
 from .. import cpu
-from .micro_gemm import RVV_MICRO_GEMM_CLASSES
-from .routing import _record
+from ..reasons import Defect, Fallback, Policy, Reason, record_fallback, record_rvv
+from . import template
 
 log = logging.getLogger("rvv_inductor")
 
@@ -48,35 +46,35 @@ class PrepackedGemmTemplate(CppGemmTemplate):
         return super().block_weight(W, new_size, padding)
 
 
+def _eager(m, n, k, reason: Reason, detail: str = "") -> None:
+    """Record that the op keeps its eager C++ kernel, and why; returns None."""
+    record_fallback("linear_packed", m, n, k, torch.bfloat16, "eager", Fallback(reason, detail))
+    return None
+
+
 def linear_packed_lowering(x, wp, bias, n):
     try:
         return _lower(x, wp, bias, n)
-    except Exception as e:  # the extern eager kernel is always correct
+    except Exception as e:  # noqa: BLE001  (the extern eager kernel is always correct)
         log.warning("rvv_inductor: linear_packed lowering failed (%s: %s); using the eager kernel",
                     type(e).__name__, e)
-        return None
+        return _eager("?", n, "?", Defect.LOWERING_FAILED, f"{type(e).__name__}: {e}")
 
 
 def _lower(x, wp, bias, n):
     x, wp = realize_inputs(x, wp)
     sizes = list(x.get_size()) + list(wp.get_size())
     if has_free_symbols(sizes) or len(x.get_size()) != 2:
-        _record("linear_packed", "?", n, "?", torch.bfloat16, "eager", "dynamic: symbolic sizes")
-        return None
+        return _eager("?", n, "?", Policy.DYNAMIC, "symbolic sizes")
     m, k = (int(s) for s in x.get_size())
     if not cpu.effective().has_v:
-        _record("linear_packed", m, n, k, torch.bfloat16, "eager", "cpu: no V extension")
-        return None
-    nblk, k2, nr = (int(s) for s in wp.get_size())
-    micro = create_micro_gemm("micro_gemm", m, n, k, input_dtype=torch.bfloat16, input2_dtype=torch.bfloat16,
-                              output_dtype=torch.float, num_threads=parallel_num_threads(), use_ref=True)
-    if not isinstance(micro, RVV_MICRO_GEMM_CLASSES) or micro.register_blocking.block_n != nr:
-        _record("linear_packed", m, n, k, torch.bfloat16, "eager",
-                f"no RVV micro-GEMM with Nr={nr} ({type(micro).__name__})")
-        return None
+        return _eager(m, n, k, Policy.NO_V)
+    nr = int(wp.get_size()[-1])
+    micro = template.micro_gemm_for(m, n, k)
+    if not template.is_rvv(micro, block_n=nr):
+        return _eager(m, n, k, Defect.NO_RVV_MICRO_GEMM, f"none with Nr={nr} ({type(micro).__name__})")
     if x.get_stride()[-1] != 1:
-        _record("linear_packed", m, n, k, torch.bfloat16, "eager", "layout: activation not unit-stride along K")
-        return None
+        return _eager(m, n, k, Policy.LAYOUT, "activation not unit-stride along K")
     if bias is not None:
         # As mm_args does for addmm: the template's epilogue reads an [M, N] view.
         bias = realize_inputs(L.expand(bias, [m, n]))
@@ -88,8 +86,7 @@ def _lower(x, wp, bias, n):
     inputs = [x, stand_in] if bias is None else [bias, x, stand_in]
     choices: list = []
     try:
-        with inductor_config.patch({"max_autotune_gemm": True, "max_autotune_gemm_backends": "CPP",
-                                    "cpp.weight_prepack": True}):
+        with template.conditions():
             if bias is None:
                 PrepackedGemmTemplate.add_choices(choices, layout, inputs)
             else:
@@ -98,5 +95,5 @@ def _lower(x, wp, bias, n):
             node, _ = autotune_select_algorithm("rvv_linear_packed", choices, inputs, layout)
     finally:
         _STAND_INS.pop(stand_in.get_name(), None)
-    _record("linear_packed", m, n, k, torch.bfloat16, "rvv", type(micro).__name__)
+    record_rvv("linear_packed", m, n, k, torch.bfloat16, type(micro).__name__)
     return node
