@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import packed
+from .policy import Gate
+from .runtime import run_packed
 
 # Module types whose 2-D weight is never an F.linear weight.
 _NOT_LINEAR = (torch.nn.Embedding, torch.nn.EmbeddingBag, torch.nn.modules.conv._ConvNd)
@@ -55,7 +57,7 @@ class _Router(TorchFunctionMode):
 class FunctionalLinearState:
     """Per-module packed copies and routing counters; installed by ``install``."""
 
-    def __init__(self, module: torch.nn.Module, names: list[str], nb: int, gate) -> None:
+    def __init__(self, module: torch.nn.Module, names: list[str], nb: int, gate: Gate) -> None:
         self._module = weakref.ref(module)
         self.names, self.nb, self.gate = names, nb, gate
         self._packed: dict[str, tuple] = {}  # name -> (param id, data_ptr, version, shape, packed)
@@ -98,13 +100,11 @@ class FunctionalLinearState:
         if not ok or self.gate.check(1, n, k):
             self.calls_aten += 1
             return None
-        from .regional import run_packed
-
         self.calls_rvv += 1
         return run_packed(x, self._packed_for(name, weight), n, k, bias)
 
 
-def install(module: torch.nn.Module, names: list[str], nb: int, gate) -> FunctionalLinearState:
+def install(module: torch.nn.Module, names: list[str], nb: int, gate: Gate) -> FunctionalLinearState:
     """Wrap module.forward so its F.linear calls on `names` are routed; idempotent."""
     state = getattr(module, "_rvv_functional_linear", None)
     if state is not None:

@@ -1,15 +1,14 @@
-"""Regional compile (P4-P6): compile only the Linear layers, with packed weights the
-module owns and can still update.
+"""Regional compile: compile only the Linear layers, with packed weights the module owns
+and can still update.
 
 ``compile_linears(model)`` replaces every eligible ``nn.Linear`` by an ``RVVLinear`` that
 
 * owns its weight packed once as ``[ceil(N/nb), K, nb]`` BF16 (the original is not kept;
   the only overhead is the zero padding of the last block, reported in bytes);
-* runs ``rvv_inductor::linear_packed`` through one compiled artifact per
-  (N, K, M-bucket, bias), shared by every layer of that shape: the weight is an *input*
-  of the compiled graph, not a constant;
-* routes M (tokens per call) to the buckets {1, 2, 4, 8, 16} by zero-padding the rows,
-  and beyond 16 to {32, 64, 128}; M > 128 is split into chunks of 128 rows;
+* runs ``rvv_inductor::linear_packed`` through the regional runtime (``runtime.py``): one
+  compiled artifact per (N, K, M-bucket, bias), shared by every layer of that shape, the
+  weight an *input* of the compiled graph, not a constant; M is padded to a bucket
+  (``policy.M_BUCKETS``: 1, 2, 4, ..., 128), larger M split into chunks of 128 rows;
 * keeps the usual module contract:
   - ``state_dict()`` returns ``weight`` in the original ``[N, K]`` layout (unpacked when
     asked), so checkpoints stay portable; ``load_state_dict`` repacks;
@@ -30,80 +29,13 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from . import cpu, ops, packed
+from . import cpu, functional_linear, packed
+from .integration import enable
+from .policy import Gate
+from .reasons import Fallback, Policy
+from .runtime import run_packed
 
 log = logging.getLogger("rvv_inductor")
-
-SMALL_BUCKETS = (1, 2, 4, 8, 16)
-LARGE_BUCKETS = (32, 64, 128)
-
-
-def bucket_for(m: int, buckets=SMALL_BUCKETS + LARGE_BUCKETS) -> int:
-    for b in buckets:
-        if m <= b:
-            return b
-    return buckets[-1]
-
-
-class _ArtifactCache:
-    """One torch.compile'd callable per (N, K, bucket, has_bias), each with its own code
-    object, so Dynamo's per-code recompile limit never merges shapes and a compiled graph
-    is shared by every layer of that shape."""
-
-    def __init__(self) -> None:
-        self._fns: dict[tuple, object] = {}
-        self._lock = threading.Lock()
-        self.compile_seconds = 0.0
-
-    def get(self, key: tuple):
-        with self._lock:
-            fn = self._fns.get(key)
-            if fn is None:
-                n, k, b, has_bias = key
-                src = ("def region(x, wp, bias):\n"
-                       f"    return linear_packed(x, wp, bias, {n})\n")
-                scope = {"linear_packed": ops.linear_packed}
-                exec(compile(src, f"<rvv_linear N={n} K={k} M={b} bias={has_bias}>", "exec"), scope)
-                fn = torch.compile(scope["region"], dynamic=False, fullgraph=True)
-                self._fns[key] = fn
-            return fn
-
-    def keys(self) -> list[tuple]:
-        with self._lock:
-            return sorted(self._fns)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._fns.clear()
-
-
-ARTIFACTS = _ArtifactCache()
-
-
-def run_packed(x: torch.Tensor, wp: torch.Tensor, n: int, k: int, bias: torch.Tensor | None) -> torch.Tensor:
-    """y = x @ W^T + bias for a BF16 CPU x[..., k] and W packed in wp, through the shared
-    compiled artifacts: M rows padded to a bucket, more than 128 rows split."""
-    lead = x.shape[:-1]
-    x2 = x.reshape(-1, k)
-    # Row-strided activations (e.g. the last position of a prefill, sliced for lm_head)
-    # are copied: the compiled graphs are specialised to dense rows, and a second
-    # stride pattern would cost a Dynamo recompile per shape.
-    if not x2.is_contiguous():
-        x2 = x2.contiguous()
-    m = x2.shape[0]
-    step = LARGE_BUCKETS[-1]
-    outs = [_run_bucket(x2[i:i + step], wp, n, k, bias) for i in range(0, max(m, 1), step)]
-    y = outs[0] if len(outs) == 1 else torch.cat(outs)
-    return y.reshape(*lead, n)
-
-
-def _run_bucket(x2: torch.Tensor, wp: torch.Tensor, n: int, k: int, bias: torch.Tensor | None) -> torch.Tensor:
-    m = x2.shape[0]
-    b = bucket_for(m)
-    if m != b:
-        x2 = F.pad(x2, (0, 0, 0, b - m))
-    y = ARTIFACTS.get((n, k, b, bias is not None))(x2, wp, bias)
-    return y[:m] if m != b else y
 
 
 class RVVLinear(torch.nn.Module):
@@ -210,8 +142,11 @@ class RVVLinear(torch.nn.Module):
 
 @dataclasses.dataclass
 class LinearReport:
+    """What ``compile_linears`` did: the layers it took, those it kept (with the reason),
+    and the bytes of the packed weights."""
+
     taken: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
-    fell_back: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    fell_back: list[tuple[str, Fallback]] = dataclasses.field(default_factory=list)
     # Layers that are not nn.Linear but own 2-D BF16 weights: their F.linear calls on those
     # weights are routed at call time (functional_linear.py); (name, N, K) per weight.
     functional: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
@@ -239,74 +174,75 @@ class LinearReport:
         return "\n".join(lines)
 
 
-def compile_linears(model: torch.nn.Module, *, gate=None) -> LinearReport:
+def _refusal(lin: torch.nn.Linear, info: cpu.CpuInfo, gate: Gate) -> Fallback | None:
+    """Why ``lin`` stays an nn.Linear, or None when it becomes an RVVLinear."""
+    w = lin.weight
+    if not info.has_v:
+        return Fallback(Policy.NO_V)
+    if w.dtype != torch.bfloat16:
+        return Fallback(Policy.NOT_BF16, f"weight dtype {w.dtype}")
+    if w.device.type != "cpu":
+        return Fallback(Policy.NOT_CPU, f"device {w.device}")
+    if lin.bias is not None and lin.bias.dtype != torch.bfloat16:
+        return Fallback(Policy.BIAS_DTYPE, str(lin.bias.dtype))
+    refused = gate.check(1, *w.shape)
+    return Fallback(Policy.GATE, refused) if refused else None
+
+
+def _swap_linears(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport) -> None:
+    """Replace each admitted nn.Linear by an RVVLinear, in place."""
+    for parent_name, parent in list(model.named_modules()):
+        for child_name, child in list(parent.named_children()):
+            if isinstance(child, RVVLinear) or not isinstance(child, torch.nn.Linear):
+                continue
+            name = f"{parent_name}.{child_name}" if parent_name else child_name
+            refusal = _refusal(child, info, gate)
+            if refusal:
+                report.fell_back.append((name, refusal))
+                continue
+            new = RVVLinear.from_linear(child, info.block_n)
+            setattr(parent, child_name, new)
+            n, k = child.weight.shape
+            report.taken.append((name, n, k))
+            report.param_bytes += child.weight.numel() * 2
+            report.packed_bytes += new.packed_weight.numel() * 2
+
+
+def _route_functional(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport) -> None:
+    """Route the F.linear calls of other modules on their own admitted 2-D BF16 weights."""
+    for name, mod in list(model.named_modules()):
+        if isinstance(mod, RVVLinear):
+            continue
+        admitted = []
+        for pname in functional_linear.candidate_weights(mod):
+            n, k = getattr(mod, pname).shape
+            full = f"{name}.{pname}" if name else pname
+            refused = gate.check(1, n, k)
+            if refused:
+                report.fell_back.append((full, Fallback(Policy.GATE, f"{refused} (F.linear weight)")))
+                continue
+            admitted.append(pname)
+            report.functional.append((full, n, k))
+            report.functional_packed_bytes += packed.packed_bytes(n, k, info.block_n)
+        if admitted:
+            functional_linear.install(mod, admitted, info.block_n, gate)
+
+
+def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None) -> LinearReport:
     """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear, and route
     the F.linear calls of other modules on their own 2-D BF16 weights (functional_linear);
     return a report of what was taken, what was kept, and why.
 
     ``gate`` decides which weight shapes are worth a compiled region: by default
     ``Gate.regional()`` (N, K >= 128), with the keys set in ``RVV_INDUCTOR_REGIONAL_GATE``
-    ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``."""
-    from . import functional_linear
-    import rvv_inductor
-    from .inductor.micro_gemm import block_n_for
-    from .inductor.routing import Gate
-
+    ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``, which
+    stays as it was."""
     gate = gate or Gate.from_env("RVV_INDUCTOR_REGIONAL_GATE", Gate.regional())
-    rvv_inductor.enable()  # the whole-graph gate (enable's) is not this one
+    enable()  # installs the linear_packed lowering the compiled regions use
     info = cpu.effective()
-    nb = block_n_for(info.vlen) if info.has_v else 64
     report = LinearReport()
-    for parent_name, parent in list(model.named_modules()):
-        for child_name, child in list(parent.named_children()):
-            name = f"{parent_name}.{child_name}" if parent_name else child_name
-            if isinstance(child, RVVLinear) or not isinstance(child, torch.nn.Linear):
-                continue
-            w = child.weight
-            n, k = w.shape
-            why = None
-            if not info.has_v:
-                why = "cpu: no V extension"
-            elif w.dtype != torch.bfloat16:
-                why = f"dtype {w.dtype}"
-            elif w.device.type != "cpu":
-                why = f"device {w.device}"
-            elif child.bias is not None and child.bias.dtype != torch.bfloat16:
-                why = f"bias dtype {child.bias.dtype}"
-            else:
-                why = gate.check(1, n, k)
-                why = f"gate: {why}" if why else None
-            if why:
-                report.fell_back.append((name, why))
-                continue
-            new = RVVLinear.from_linear(child, nb)
-            setattr(parent, child_name, new)
-            report.taken.append((name, n, k))
-            report.param_bytes += w.numel() * 2
-            report.packed_bytes += new.packed_weight.numel() * 2
+    _swap_linears(model, info, gate, report)
     if info.has_v:
-        for name, mod in list(model.named_modules()):
-            if isinstance(mod, RVVLinear):
-                continue
-            names = functional_linear.candidate_weights(mod)
-            admitted = []
-            for pname in names:
-                n, k = getattr(mod, pname).shape
-                why = gate.check(1, n, k)
-                full = f"{name}.{pname}" if name else pname
-                if why:
-                    report.fell_back.append((full, f"F.linear weight, gate: {why}"))
-                else:
-                    admitted.append(pname)
-                    report.functional.append((full, n, k))
-                    report.functional_packed_bytes += -(-n // nb) * nb * k * 2  # packed.pack's [N/nb, K, nb]
-            if admitted:
-                functional_linear.install(mod, admitted, nb, gate)
+        _route_functional(model, info, gate, report)
     log.info("%s", report)
     return report
-
-
-def artifact_keys() -> list[tuple]:
-    """(N, K, M-bucket, has_bias) of every compiled region so far."""
-    return ARTIFACTS.keys()
-

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import rvv_inductor
-from rvv_inductor import cpu, regional
+from rvv_inductor import cpu, regional, runtime
+from rvv_inductor.policy import Gate
+from rvv_inductor.reasons import Policy
 
 pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
                                 reason="needs riscv64 with V (emulated or native)")
@@ -69,7 +71,8 @@ def test_report_and_packed_memory(compiled):
     model, ref, report = compiled
     assert sorted(n for n, _, _ in report.taken) == ["down", "o1", "o2", "up"]
     reasons = dict(report.fell_back)
-    assert reasons["small"].startswith("gate:") and "dtype" in reasons["fp32"]
+    assert reasons["small"].reason is Policy.GATE and str(reasons["small"]).startswith("gate:")
+    assert reasons["fp32"].reason is Policy.NOT_BF16 and "dtype" in str(reasons["fp32"])
     assert isinstance(model.up, regional.RVVLinear) and isinstance(model.small, torch.nn.Linear)
     assert report.param_bytes == 2 * (1024 * 2048 * 2 + 1024 * 1024 * 2)
     assert report.packed_overhead <= 0.01
@@ -82,16 +85,13 @@ def test_report_and_packed_memory(compiled):
 def test_regional_gate_is_its_own(compiled, monkeypatch):
     from rvv_inductor.inductor import routing
 
-    # compile_linears used the regional gate (N, K >= 128) and left enable()'s seed gate alone.
-    assert routing.get_gate() == routing.Gate()
-    assert routing.Gate.regional().check(1, 128, 896) is None  # Qwen2.5-0.5B GQA k/v
-    assert routing.Gate.regional().check(1, 64, 1024) == "N=64 < 128"
-    assert routing.Gate().check(1, 256, 1024) == "N=256 < 1024"
+    # compile_linears used the regional gate (N, K >= 128) and left enable()'s whole-graph gate alone.
+    assert routing.get_gate() == Gate()
     # The user's override narrows it; the keys it does not set keep the regional defaults.
     monkeypatch.setenv("RVV_INDUCTOR_REGIONAL_GATE", "min_n=4096")
     report = regional.compile_linears(make())
     assert report.taken == []
-    assert dict(report.fell_back)["up"] == "gate: N=2048 < 4096"
+    assert str(dict(report.fell_back)["up"]) == "gate: N=2048 < 4096"
     monkeypatch.setenv("RVV_INDUCTOR_REGIONAL_GATE", "min_k=2048")
     report = regional.compile_linears(make())
     assert [n for n, _, _ in report.taken] == ["down"]
@@ -105,7 +105,7 @@ def test_buckets_artifacts_and_results(compiled):
     model, ref, _ = compiled
     torch.manual_seed(1)
     frames0 = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    keys0 = set(regional.artifact_keys())
+    keys0 = set(runtime.artifact_keys())
     for m in (1, 3, 4, 2):  # buckets 1, 4, 4, 2
         x = torch.randn(m, 1024).to(torch.bfloat16)
         with torch.no_grad():
@@ -116,7 +116,7 @@ def test_buckets_artifacts_and_results(compiled):
         for name in ("up", "down", "o1"):
             check_layer(getattr(model, name), getattr(ref, name),
                         torch.randn(m, getattr(ref, name).in_features).to(torch.bfloat16))
-    keys = set(regional.artifact_keys()) - keys0
+    keys = set(runtime.artifact_keys()) - keys0
     # One artifact per (N, K, bucket, bias), shared by o1 and o2.
     assert keys == {(n, k, b, bias) for b in (1, 2, 4)
                     for n, k, bias in ((2048, 1024, True), (1024, 2048, False), (1024, 1024, False))}
@@ -238,14 +238,15 @@ def test_functional_linear_layers(compiled):
     model = copy.deepcopy(ref)
     report = regional.compile_linears(model)
     assert report.functional == [("proj.weight", 2048, 1024)]
-    assert dict(report.fell_back)["proj.table"].startswith("F.linear weight, gate:")
+    table = dict(report.fell_back)["proj.table"]
+    assert table.reason is Policy.GATE and "F.linear weight" in str(table)
     assert "emb.weight" not in dict(report.fell_back)
     state = model.proj._rvv_functional_linear
     g = torch.Generator().manual_seed(4)
     x = torch.randn(1, 1024, generator=g).to(torch.bfloat16)
 
     check_layer(model.proj, ref.proj, x)
-    assert state.calls_rvv == 1 and (2048, 1024, 1, True) in regional.artifact_keys()
+    assert state.calls_rvv == 1 and (2048, 1024, 1, True) in runtime.artifact_keys()
     # The report announced the packed copy's size before it was built.
     assert report.functional_packed_bytes == state.packed_bytes() >= 2048 * 1024 * 2
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
@@ -281,4 +282,4 @@ def test_functional_linear_layers(compiled):
     ref.proj.weight, ref.proj.bias = (torch.nn.Parameter(model.proj.weight.detach().clone()),
                                       torch.nn.Parameter(model.proj.bias.detach().clone()))
     check_layer(model.proj, ref.proj, x)
-    assert (1024, 1024, 1, True) in regional.artifact_keys()
+    assert (1024, 1024, 1, True) in runtime.artifact_keys()

@@ -7,7 +7,8 @@ import copy
 import pytest
 import torch
 
-from rvv_inductor import cpu, regional
+from rvv_inductor import cpu, regional, runtime
+from rvv_inductor.reasons import Policy
 
 pytestmark = [pytest.mark.matrix,
               pytest.mark.skipif(not cpu.detect().is_riscv64 or cpu.detect().has_v,
@@ -33,9 +34,10 @@ def test_no_v_keeps_aten_and_results(monkeypatch, tmp_path):
     model = copy.deepcopy(ref)
     report = regional.compile_linears(model)
     assert report.taken == [] and report.functional == []
-    assert dict(report.fell_back) == {"up": "cpu: no V extension", "down": "cpu: no V extension"}
+    assert {name: why.reason for name, why in report.fell_back} == {"up": Policy.NO_V, "down": Policy.NO_V}
+    assert str(dict(report.fell_back)["up"]) == "cpu: no V extension"
     assert isinstance(model.up, torch.nn.Linear) and not hasattr(model, "_rvv_functional_linear")
     x = torch.randn(3, 1024).to(torch.bfloat16)
     with torch.no_grad():
         assert torch.equal(model(x), ref(x))
-    assert regional.artifact_keys() == []
+    assert runtime.artifact_keys() == []

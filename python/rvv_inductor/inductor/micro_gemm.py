@@ -1,4 +1,4 @@
-"""P2: RVV BF16 micro-GEMMs in Inductor's micro-GEMM registry.
+"""RVV BF16 micro-GEMMs in Inductor's micro-GEMM registry.
 
 Two classes, one per shape regime, each registered with a CppMicroGemmConfig bound to
 VecRVV (so they are only ever chosen when the RVV ISA was picked):
@@ -12,8 +12,8 @@ calls ``rvv_inductor::micro_gemm_bf16f32_rvv``, the same function the C++ tests 
 benchmark exercise. No kernel body lives in a Python string.
 
 Inductor blocks the frozen weight as ``[N/Nr, K, Nr]`` with ``Nr = block_n``; we set
-``Nr = 2 * VLEN/32`` (one e32/LMUL=8 register group: 64 at VLEN 256), the block width
-the kernels are tuned for, computed from the detected VLEN.
+``Nr`` to the block width the kernels are tuned for at the detected VLEN
+(``CpuInfo.block_n``, from the C ABI: one e32/LMUL=8 register group, 64 at VLEN 256).
 """
 from __future__ import annotations
 
@@ -26,15 +26,11 @@ from torch._inductor.codegen import cpp_micro_gemm as mg
 from torch._inductor.codegen.cpp_template_kernel import CppTemplateKernel
 
 from .. import cpu
-from . import paths
+from . import kernel_marker, paths
 from .vec_isa import VecRVV
 
 # Rows per register tile of the M >= 2 kernel (see csrc/README.md for the counts).
 GEMM_BLOCK_M = 6
-
-
-def block_n_for(vlen_bits: int) -> int:
-    return max(vlen_bits // 4, 8)
 
 
 @cache
@@ -54,7 +50,7 @@ class _RVVBF16MicroGemm(mg.CppMicroGemm):
     VARIANT = ""
 
     TEMPLATE_ENTRY = r"""
-// rvv_inductor {{variant}} micro-GEMM (kernel headers {{digest}}): C[M,N] (+)= A[M,K] * B[K,N],
+{{marker}}: C[M,N] (+)= A[M,K] * B[K,N],
 // A bf16 (lda), B one [K][Nr] block of the packed weight (ldb), C fp32 (ldc).
 #include "{{header}}"
 {{declare_kernel}} {
@@ -66,8 +62,7 @@ class _RVVBF16MicroGemm(mg.CppMicroGemm):
         options = {
             "declare_kernel": self.get_kernel_declaration(),
             "header": self.KERNEL_HEADER,
-            "digest": headers_digest(),
-            "variant": self.VARIANT,
+            "marker": kernel_marker.line(self.VARIANT, headers_digest()),
             **self.get_common_options(),
         }
         return mg.KernelTemplate._template_from_string(self.TEMPLATE_ENTRY).render(options)
@@ -94,7 +89,7 @@ def _check_gemm(config, m, n, k, alpha, num_threads, **kwargs) -> bool:
 
 
 def configs_for(info: cpu.CpuInfo) -> dict[type, list[mg.CppMicroGemmConfig]]:
-    nr = block_n_for(info.vlen)
+    nr = info.block_n
 
     def cfg(block_m, check):
         return mg.CppMicroGemmConfig(

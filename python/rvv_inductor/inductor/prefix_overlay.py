@@ -36,6 +36,14 @@ def _upstream_header() -> Path | None:
     return None
 
 
+def patch(text: str) -> str | None:
+    """``cpp_prefix.h``'s text with CPU_CAPABILITY_RVV added to its vector gate, or None
+    unless the gate appears exactly once, exactly as in torch 2.14."""
+    if text.count(_GATE_OLD) != 1:
+        return None
+    return text.replace(_GATE_OLD, _GATE_NEW)
+
+
 def build() -> Path | None:
     """Writes the overlay (once per upstream header content); returns its include dir."""
     global _overlay_dir
@@ -43,12 +51,11 @@ def build() -> Path | None:
     if src is None:
         log.warning("rvv_inductor: %s not found; RVV pointwise vectorisation disabled", _REL)
         return None
-    text = src.read_text()
-    if text.count(_GATE_OLD) != 1:
+    patched = patch(src.read_text())
+    if patched is None:
         log.warning("rvv_inductor: unexpected vector gate in %s (torch version?); "
                     "RVV pointwise vectorisation disabled", src)
         return None
-    patched = text.replace(_GATE_OLD, _GATE_NEW)
     digest = hashlib.sha256(patched.encode()).hexdigest()[:16]
     root = paths.state_dir() / f"prefix-overlay-{digest}"
     target = root / _REL
@@ -63,10 +70,6 @@ def build() -> Path | None:
 
 def ready() -> bool:
     return _overlay_dir is not None and (_overlay_dir / _REL).is_file()
-
-
-def overlay_dir() -> Path | None:
-    return _overlay_dir
 
 
 def include_paths_wrapper(original):

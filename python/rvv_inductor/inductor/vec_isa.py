@@ -1,4 +1,4 @@
-"""P1: an RVV vector ISA for Inductor's C++ backend.
+"""An RVV vector ISA for Inductor's C++ backend.
 
 Upstream torch 2.14.1 has no riscv64 branch in ``valid_vec_isa_list()``, so generated
 pointwise kernels are scalar loops built without any ``-march``. This module adds
