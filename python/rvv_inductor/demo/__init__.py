@@ -17,10 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import models
+from . import models, worker
 
-MODES = ("eager", "regional", "whole")
-EXIT_BAD_INPUT = 3
+MODES = tuple(worker.MODES)  # eager first: the other modes compare with its results
 
 
 def _ints(s: str) -> list[int]:
@@ -120,28 +119,15 @@ def _run_worker(mode: str, spec_path: Path, out: Path, env: dict) -> int:
                             stderr=f, env=env).returncode
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-12:]
-        if rc != EXIT_BAD_INPUT:
+        if rc != models.EXIT_BAD_INPUT:
             print(f"rvv_inductor demo: mode {mode} failed (exit {rc}); last lines of {log}:", file=sys.stderr)
         print("\n".join("  " + t for t in tail), file=sys.stderr)
     return rc
 
 
-def main(argv: list[str]) -> int:
-    if argv and argv[0] == "--worker":
-        from . import worker
-
-        return worker.main(argv[1:])
-    a = parser().parse_args(argv)
-    out = Path(a.out).resolve()
-    from . import report
-
-    if a.report_only:
-        return report.write(out)
-    try:
-        spec = make_spec(a)
-    except models.DemoInputError as e:
-        print(f"rvv_inductor demo: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+def _write_specs(out: Path, spec: dict, a) -> None:
+    """Empty ``out`` of an earlier run's results (and Inductor cache, unless --keep-cache),
+    then write spec.json for the modes and spec-count*.json for the counting runs."""
     out.mkdir(parents=True, exist_ok=True)
     for old in list(out.glob("result-*.json")) + list(out.glob("logits-*.pt")) + list(out.glob("counts-*.json")):
         old.unlink()
@@ -153,7 +139,7 @@ def main(argv: list[str]) -> int:
     spec["warm_cache"] = bool(a.keep_cache)
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
     count_spec = dict(spec, count=True, prompts=[a.count_prompt or min(spec["prompts"])], steps=a.count_steps, threads=1,
-                      batches=spec["batches"][:4])
+                      batches=spec["batches"][:worker.MAX_COUNTED_BATCHES])
     # One counting run per entry; with --count-layers, two shallower models whose counts the
     # report extrapolates to the full depth (report.counted).
     runs = spec["count_runs"]
@@ -163,12 +149,28 @@ def main(argv: list[str]) -> int:
     count_spec["runs"] = runs or [{"spec": "spec-count.json", "tag": "", "layers": spec["dims"]["num_hidden_layers"]}]
     (out / "spec-count.json").write_text(json.dumps(count_spec, indent=1))
 
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--worker":
+        return worker.main(argv[1:])
+    a = parser().parse_args(argv)
+    out = Path(a.out).resolve()
+    from . import report
+
+    if a.report_only:
+        return report.write(out)
+    try:
+        spec = make_spec(a)
+    except models.DemoInputError as e:
+        print(f"rvv_inductor demo: {e}", file=sys.stderr)
+        return models.EXIT_BAD_INPUT
+    _write_specs(out, spec, a)
     print(f"rvv_inductor demo: Qwen2 architecture, {spec['source']}; ~{spec['n_params_expected'] / 1e6:.0f}M "
           f"parameters; modes {', '.join(spec['modes'])}; batch {spec['batches']}, prompt {spec['prompts']}, "
           f"{spec['steps']} decode steps. Report: {out}")
     if spec["emulated"]:
         print("  (running under QEMU: wall times below are emulated, not RISC-V speed)")
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=spec["inductor_cache"], PYTHONUNBUFFERED="1")
     for mode in spec["modes"]:
         rc = _run_worker(mode, out / "spec.json", out, env)
         if rc != 0:

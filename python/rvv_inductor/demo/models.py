@@ -8,7 +8,11 @@ from pathlib import Path
 
 
 class DemoInputError(Exception):
-    """Bad user input (checkpoint, config, memory): printed as one clear message."""
+    """Bad user input (checkpoint, config, memory): printed as one clear message, and the
+    process exits with EXIT_BAD_INPUT."""
+
+
+EXIT_BAD_INPUT = 3
 
 
 # Dimensions of the published Qwen2.5 configs; "tiny" and "small" keep the architecture
