@@ -31,17 +31,21 @@ rvv_check_vlen() {
   esac
 }
 
-# QEMU CPU model string. $1 VLEN, $2 vector on/off (1/0), $3 BF16 extensions on/off.
-# BF16/half extensions exist only in QEMU >= 8, so they select the newer binary.
+# QEMU CPU model string, the one definition (scripts/lib/qemu-cpu is its command-line
+# form). $1 VLEN, $2 vector on/off (1/0), $3 BF16 extensions on/off, $4 (optional) scalar
+# FP16 (Zfh, as on the K1) on/off. The vector BF16/half extensions exist only in
+# QEMU >= 8, so they select the newer binary; "Zfh" is spelled as QEMU 7.2 needs it.
 rvv_qemu_cpu() {
-  local vlen=$1 v=$2 bf16=$3
+  local vlen=$1 v=$2 bf16=$3 zfh=${4:-0} cpu
   if [ "$v" = 0 ]; then
-    echo "rv64,v=false"
+    cpu="rv64,v=false"
   elif [ "$bf16" = 1 ]; then
-    echo "rv64,v=true,vlen=$vlen,elen=64,vext_spec=v1.0,zvfh=true,zvfbfmin=true,zvfbfwma=true"
+    cpu="rv64,v=true,vlen=$vlen,elen=64,vext_spec=v1.0,zvfh=true,zvfbfmin=true,zvfbfwma=true"
   else
-    echo "rv64,v=true,vlen=$vlen,elen=64,vext_spec=v1.0"
+    cpu="rv64,v=true,vlen=$vlen,elen=64,vext_spec=v1.0"
   fi
+  [ "$zfh" = 1 ] && cpu="$cpu,Zfh=true"
+  echo "$cpu"
 }
 
 # The static QEMU used as the binfmt interpreter: 7.2 (bookworm) by default, 10.x

@@ -38,7 +38,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake
 ninja -C "$BUILD" linear_bench plugin_selftest >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log"; exit 1; }
 
 SYSROOT=/usr/riscv64-linux-gnu
-CPU256="rv64,v=true,vlen=256,elen=64,vext_spec=v1.0"
+CPU256=$(rvv_qemu_cpu 256 1 0)
+CPU_NOV=$(rvv_qemu_cpu 128 0 0)
 
 # value FILE KEY: the plugin's flat output "key value"
 value() { awk -v k="$2" '$1 == k { print $2; found = 1 } END { if (!found) print "missing" }' "$1"; }
@@ -109,7 +110,7 @@ rd=$(value "$work/rvv-a.kv" regions.1.bytes_read)
 [ "$vec" != missing ] && [ "$vec" -gt 0 ] && pass "RVV kernel executed vector instructions ($vec)" || fail "RVV kernel: vector_insns = $vec"
 [ "$rd" != missing ] && [ "$rd" -ge $wbytes ] && pass "bytes read $rd >= weight bytes $wbytes" || fail "bytes read $rd < weight bytes $wbytes"
 
-QEMU_CPU=rv64,v=false "$RVV_BENCH_QEMU10" -L "$SYSROOT" -plugin "$RVV_BENCH_PLUGIN10,vlen=128,format=kv,out=$work/scalar.kv" \
+QEMU_CPU=$CPU_NOV "$RVV_BENCH_QEMU10" -L "$SYSROOT" -plugin "$RVV_BENCH_PLUGIN10,vlen=128,format=kv,out=$work/scalar.kv" \
   "$BUILD/bench/linear_bench" --path scalar --m $M --k $K --n $N >"$work/scalar.out"
 sv=$(value "$work/scalar.kv" regions.1.vector_insns)
 si=$(value "$work/scalar.kv" regions.1.insns)

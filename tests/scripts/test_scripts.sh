@@ -36,6 +36,15 @@ check "demo rejects --count-jobs 0" nonzero "positive integer" "$repo/scripts/de
 check "demo rejects --count-only with --no-count" nonzero "contradict" "$repo/scripts/demo" --count-only --no-count --out "$sandbox/demo"
 check "demo --count-only needs an earlier run" nonzero "has no spec-count.json" "$repo/scripts/demo" --count-only --out "$sandbox/demo"
 check "setup rejects unknown options" nonzero "unknown option" "$repo/scripts/setup" --frobnicate
+check "qemu-cpu: the K1's VLEN by default" 0 "^rv64,v=true,vlen=256,elen=64,vext_spec=v1.0$" "$repo/scripts/lib/qemu-cpu"
+check "qemu-cpu --vlen 512 --bf16" 0 "vlen=512,.*zvfh=true,zvfbfmin=true,zvfbfwma=true$" \
+  "$repo/scripts/lib/qemu-cpu" --vlen 512 --bf16
+check "qemu-cpu --no-v" 0 "^rv64,v=false$" "$repo/scripts/lib/qemu-cpu" --no-v
+check "qemu-cpu --zfh" 0 "vlen=128,elen=64,vext_spec=v1.0,Zfh=true$" "$repo/scripts/lib/qemu-cpu" --vlen 128 --zfh
+check "qemu-cpu rejects an unsupported VLEN" nonzero "VLEN must be one of" "$repo/scripts/lib/qemu-cpu" --vlen 300
+check "qemu-cpu rejects --bf16 with --no-v" nonzero "contradict" "$repo/scripts/lib/qemu-cpu" --bf16 --no-v
+check "qemu-cpu and scripts/rv64 share one definition" 0 "" \
+  steps '[ "$(rvv_qemu_cpu 128 1 1)" = "$("$RVV_REPO/scripts/lib/qemu-cpu" --vlen 128 --bf16)" ]'
 check "old kernel: clear message" nonzero "needs >= 6.7" \
   steps 'uname() { echo 6.1.0-13-amd64; }; rvv_check_kernel'
 check "kernel 6.7 is accepted" 0 "" steps 'uname() { echo 6.7.0; }; rvv_check_kernel'
