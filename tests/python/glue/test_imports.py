@@ -10,9 +10,11 @@ import os
 import subprocess
 import sys
 
-import pytest
-from conftest import PYTHON_DIR
+from pathlib import Path
 
+import pytest
+
+PYTHON_DIR = Path(__file__).resolve().parents[3] / "python"
 PKG = PYTHON_DIR / "rvv_inductor"
 
 # Modules that must import without torch: the host's python3 (bench/report.py, the host
