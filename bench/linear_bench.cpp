@@ -4,14 +4,15 @@
 // the plugin; see bench/run.sh.
 //
 //   linear_bench --path scalar|rvv|rvv_zvfh|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
-//                [--weights bf16|int8|int4] [--group G] [--zero-points] [--scales f16|bf16]
+//                [--weights bf16|int8|int4] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
 //                [--region ID] [--no-check]
 //
 // --path names an ISA variant of the kernel table (csrc/rvv_inductor/kernel_isas.inl); the
 // run uses exactly that variant's features. Quantized weights (--weights int8|int4) are
 // packed; --group G is the group size along K (int8: 0 = one scale per output channel,
 // the default; int4: 32, 64 or 128, default 32), --zero-points stores a zero point per
-// group (int4), --scales the scale dtype (default f16, as GGUF files have).
+// group (int4), --scales the scale dtype (default f16, as GGUF files have). --x-int8 lets
+// the dispatcher quantize the activations to int8 (LinearOperands::x_int8; int4 decode).
 //
 // Prints one JSON line describing the run (shape, format, kernel that ran, buffer sizes,
 // check).
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   std::string path = "rvv", format = "packed", weights = "bf16", scales = "f16";
   int64_t M = 1, K = 0, N = 0;
   int group = -1;
-  bool zero_points = false;
+  bool zero_points = false, x_int8 = false;
   int region = 1;
   bool check = true;
   for (int i = 1; i < argc; i++) {
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
     else if (a == "--weights") weights = next();
     else if (a == "--group") group = std::atoi(next());
     else if (a == "--zero-points") zero_points = true;
+    else if (a == "--x-int8") x_int8 = true;
     else if (a == "--scales") scales = next();
     else if (a == "--region") region = std::atoi(next());
     else if (a == "--no-check") check = false;
@@ -215,6 +217,7 @@ int main(int argc, char** argv) {
   // the kernel, not malloc.
   p.scratch = scratch.get();
   p.scratch_floats = scratch_n;
+  p.x_int8 = x_int8 ? 1 : 0;
 
   // Warm-up: the same call on the first few column blocks, outside any region. It runs
   // the same code (and the one-time CPU detection); a full-width warm-up would only
@@ -270,8 +273,10 @@ int main(int argc, char** argv) {
         mag += std::fabs(prod);
       }
       const double got = ri::bf16_to_f32(y[m * N + n]);
-      // bf16 output rounding (2^-8 relative) plus fp32 accumulation error.
-      if (std::fabs(got - ref) > std::fabs(ref) * 1.0 / 128 + mag * 1e-5 + 1e-6) bad++;
+      // bf16 output rounding (2^-8 relative) plus fp32 accumulation error; with int8
+      // activations also their quantization (at most 1/254 of |x| max per term).
+      const double xq = x_int8 ? mag / 127.0 : 0.0;
+      if (std::fabs(got - ref) > std::fabs(ref) * 1.0 / 128 + mag * 1e-5 + xq + 1e-6) bad++;
       checked++;
     }
   }
@@ -279,11 +284,12 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"program\": \"linear_bench\", \"path\": \"%s\", \"path_used\": \"%s\", \"kernel\": \"%s\", "
       "\"format\": \"%s\", \"weights\": \"%s\", \"group\": %d, \"zero_points\": %d, \"scales\": \"%s\", "
+      "\"x_int8\": %d, "
       "\"M\": %" PRId64 ", \"K\": %" PRId64 ", \"N\": %" PRId64 ", \"nb\": %" PRId64 ", \"vlenb\": %d, "
       "\"weight_bytes\": %" PRId64 ", \"weight_buffer_bytes\": %" PRId64 ", \"packed_bytes\": %" PRId64
       ", \"x_bytes\": %" PRId64 ", \"y_bytes\": %" PRId64 ", \"region\": %d, \"checked\": %d, \"check_failures\": %d}\n",
       path.c_str(), ri::kernel_path_name(used), kernel ? kernel : "?", format.c_str(), weights.c_str(),
-      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", M, K, N,
+      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", x_int8 ? 1 : 0, M, K, N,
       packed ? nb : int64_t(0), hw.vlenb, N * K * 2, w_bytes, w_bytes, M * K * 2, M * N * 2, region, checked, bad);
   return bad ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 //   format  weight format: bf16 | int8 | int4 (quant_packing.h)
 //   kind    gemv: packed weight, M == 1   gemm: packed weight, M >= 2
 //           rowmajor: unpacked bf16 W[N, K], any M
+//           gemv_x8: packed weight, M == 1, activations quantized to int8 (opt-in)
 //   tile    rows x LMUL of the register tile, for the name (e.g. 6xm4: 6 rows of e32 m4)
 //   fn      Status(const LinearOperands&) in rvv_inductor::rvv, in parentheses
 //
@@ -28,6 +29,7 @@ RVV_KERNEL(rvv,       int8,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF32, D
 RVV_KERNEL(rvv,       int8,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt8>))
 RVV_KERNEL(rvv,       int4,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF32, DType::kInt4>))
 RVV_KERNEL(rvv,       int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt4>))
+RVV_KERNEL(rvv,       int4,  gemv_x8,  1xm8, (gemv_int4_x8_packed_1xm8))
 
 // Elementwise bf16 <-> fp32 conversions of a variant, with its widen/narrow policy
 // (rvv/bf16_widen.h). A variant without a line uses the next one that has one.

@@ -77,6 +77,10 @@ struct LinearOperands {
   int64_t block_begin, block_end;  // block_end < 0: through the last block (kernels: resolved)
   float* scratch;                  // optional, linear_scratch_floats(M, K) floats, per thread
   int64_t scratch_floats;
+  // Non-zero: INT4 decode may quantize x dynamically to INT8 per 16 elements and multiply
+  // in integers (faster; error up to sum|w| * max|x_block| / 254, see
+  // rvv/gemv_int4_x8_packed.h). Ignored where no such kernel applies.
+  int32_t x_int8;
 };
 using LinearProblem = LinearOperands;
 

@@ -81,6 +81,17 @@ KernelKind kind_of(const LinearProblem& p) {
   return p.M == 1 ? KernelKind::kGemv : KernelKind::kGemm;
 }
 
+// The kernel for p: with x_int8, the INT8-activation decode kernel when the format has one
+// and its 16-element activation blocks fit the weight's groups; otherwise (and always
+// without x_int8) the kernel of the weight's format and M.
+const detail::KernelEntry* kernel_for(const LinearProblem& p, DType format, const rvv_cpu_features& cpu,
+                                      KernelPath* path) {
+  if (p.x_int8 && p.M == 1 && p.weight_layout == WeightLayout::kPacked && p.layout && p.layout->group_size > 0 &&
+      p.layout->group_size % 16 == 0)
+    if (const detail::KernelEntry* k = find_kernel(format, KernelKind::kGemvX8, cpu, path)) return k;
+  return find_kernel(format, kind_of(p), cpu, path);
+}
+
 bool valid_out_dtype(DType d) { return d == DType::kF32 || d == DType::kBF16; }
 
 Status check_common(const LinearProblem& p, char* err, size_t len) {
@@ -214,7 +225,7 @@ const char* selected_kernel_name(const LinearProblem& p, const rvv_cpu_features&
     if (!p.layout) return nullptr;
     format = DType(p.layout->dtype);
   }
-  const detail::KernelEntry* k = find_kernel(format, kind_of(p), cpu, nullptr);
+  const detail::KernelEntry* k = kernel_for(p, format, cpu, nullptr);
   if (k) return k->name;
   if (p.weight_layout == WeightLayout::kRowMajor) return "scalar/bf16/rowmajor";
   switch (format) {
@@ -240,7 +251,7 @@ Status linear_bf16(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPa
   DType format = DType::kBF16;
   if (p.weight_layout == WeightLayout::kPacked && p.layout) format = DType(p.layout->dtype);
   KernelPath path;
-  const detail::KernelEntry* k = find_kernel(format, kind_of(p), cpu, &path);
+  const detail::KernelEntry* k = kernel_for(p, format, cpu, &path);
   if (used) *used = path;
   Status s = check_common(p, err, err_len);
   if (s != Status::kOk) return s;

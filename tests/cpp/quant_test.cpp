@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -357,6 +358,87 @@ TEST(QuantKernels, WideActivationRange) {
       EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, 1, N, 0, N)) << var.name << " scale " << big;
     }
   }
+}
+
+// The opt-in INT8-activation decode kernel (x_int8): within its stated bound
+// sum_k |w_k| * dx_block(k) / 2 (dx = block max|x| / 127, 16-element blocks) plus the fp32
+// bound, on every variant that has it; the scalar code (and any shape it does not cover)
+// gives the fp result, which is inside the same bound.
+TEST(QuantKernels, Int8ActivationsWithinTheirBound) {
+  std::mt19937 rng(99);
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  std::vector<KernelInfo> ks(64);
+  ks.resize(list_kernels(hw, ks.data(), ks.size()));
+  std::vector<Variant> vars = {{"scalar", features_for_path(KernelPath::kScalar, 0)}};
+  for (const KernelInfo& k : ks)
+    if (k.kind == KernelKind::kGemvX8) vars.push_back({k.name, features_for_path(k.path, hw.vlenb)});
+#if defined(__riscv)
+  if (hw.has_v) EXPECT_GE(vars.size(), 2u) << "an RVV CPU lists the INT8-activation kernel";
+#endif
+  for (const Variant& var : vars)
+    for (int32_t g : {32, 64, 128})
+      for (bool zp : {false, true})
+        for (int64_t K : {int64_t(64), int64_t(200), int64_t(1536)}) {
+          const QuantSpec spec{DType::kInt4, g, DType::kF16, zp};
+          const int64_t N = 72, nb = preferred_nb(hw);
+          const QuantWeight w = random_quant(rng, spec, N, K, nb);
+          std::vector<uint16_t> x = random_bf16_vector(rng, size_t(K));
+          x[size_t(K / 3)] = f32_to_bf16(40.0f);  // one outlier: its block gets a coarse step
+          std::vector<float> y(static_cast<size_t>(N));
+          LinearProblem p{};
+          p.M = 1, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
+          p.weight_layout = WeightLayout::kPacked;
+          p.w = w.packed.data(), p.layout = &w.layout;
+          p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+          p.x_int8 = 1;
+          ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
+          const char* name = selected_kernel_name(p, var.cpu);
+          ASSERT_NE(name, nullptr);
+          double amax;
+          RefMatrix ref = quant_reference(w, x, 1, nullptr, DType::kBF16, &amax);
+          for (int64_t n = 0; n < N; ++n) {
+            double qerr = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              double bmax = 0;
+              for (int64_t i = k / 16 * 16; i < std::min(K, k / 16 * 16 + 16); ++i)
+                bmax = std::fmax(bmax, std::fabs(bf16_value(x[size_t(i)])));
+              qerr += std::fabs(dequant(w, n, k)) * bmax / 127.0 * 0.5 * (1 + 1e-6);
+            }
+            ref.abs_sum[size_t(n)] += qerr / f32_bound(1.0, ref.terms);
+          }
+          EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, 1, N, 0, N))
+              << var.name << " (" << name << ") g=" << g << (zp ? " zp" : "") << " K=" << K;
+        }
+}
+
+// Inf and NaN activations give what IEEE arithmetic on the dequantized weights gives (the
+// FP64 reference), on every quantized kernel, with and without x_int8, at M = 1 and 3.
+TEST(QuantKernels, NonFiniteActivationsFollowIeee) {
+  std::mt19937 rng(5);
+  for (DType f : {DType::kInt8, DType::kInt4})
+    for (const Variant& var : variants_for(f))
+      for (int32_t x8 : {0, 1})
+        for (int64_t M : {int64_t(1), int64_t(3)})
+          for (float bad : {INFINITY, -INFINITY, NAN}) {
+            const QuantSpec spec{f, 32, DType::kBF16, f == DType::kInt4 && M == 3};
+            const int64_t N = 64, K = 64;
+            const QuantWeight w = random_quant(rng, spec, N, K, 16);
+            std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+            x[7] = f32_to_bf16(bad);
+            std::vector<float> y(static_cast<size_t>(M * N));
+            LinearProblem p{};
+            p.M = M, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
+            p.weight_layout = WeightLayout::kPacked;
+            p.w = w.packed.data(), p.layout = &w.layout;
+            p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+            p.x_int8 = x8;
+            ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
+            double amax;
+            const RefMatrix ref = quant_reference(w, x, M, nullptr, DType::kBF16, &amax);
+            EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, M, N, 0, N))
+                << var.name << " " << selected_kernel_name(p, var.cpu) << " x has " << bad << " M=" << M;
+          }
 }
 
 }  // namespace

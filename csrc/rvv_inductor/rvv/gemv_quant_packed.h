@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "rvv_inductor/quant_packing.h"
+#include "rvv_inductor/ref/linear_ref.h"
 #include "rvv_inductor/rvv/bf16_widen.h"
 #include "rvv_inductor/rvv/epilogue.h"
 #include "rvv_inductor/rvv/quant_widen.h"
@@ -179,6 +180,16 @@ inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& x
   }
 }
 
+// Row m of a through the scalar reference (ref/linear_ref.h), for rows with Inf or NaN.
+inline Status quant_row_reference(const LinearOperands& a, int64_t m, float* scratch) {
+  LinearOperands r = a;
+  r.M = 1;
+  r.x = a.x + m * a.ldx;
+  r.y = static_cast<char*>(a.y) + size_t(m * a.ldy) * (a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float));
+  r.scratch = scratch;
+  return ref::linear_quant_packed_ref(r);
+}
+
 // Any M (rows one at a time, each re-reading the weight); meant for M == 1.
 template <class P, DType kFormat>
 inline Status gemv_quant_packed_1xm8(const LinearOperands& a) {
@@ -189,6 +200,11 @@ inline Status gemv_quant_packed_1xm8(const LinearOperands& a) {
   if (!s) return Status::kNoMemory;
   const size_t ysize = a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float);
   for (int64_t m = 0; m < a.M; ++m) {
+    if (kFormat == DType::kInt4 && row_has_nonfinite(a.x + m * a.ldx, a.K)) {
+      const Status st = quant_row_reference(a, m, s);
+      if (st != Status::kOk) return st;
+      continue;
+    }
     const QuantXRow<P> xr = prepare_quant_x<P>(a.x + m * a.ldx, a.K, gr, G, s);
     gemv_quant_packed_row<P, kFormat>(a, xr, static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize);
   }

@@ -136,6 +136,20 @@ inline vfloat32m4_t load_scales_m4(const uint16_t* p, bool f16, size_t vl) {
   return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4(__riscv_vzext_vf2_u32m4(h, vl), 16, vl));
 }
 
+// True when bf16 row x[0, K) holds an Inf or NaN (exponent all ones). The GEMV kernels
+// subtract the zero point per group (z * sum(x)), which would turn an Inf activation into
+// Inf - Inf = NaN where IEEE arithmetic on the dequantized weights gives +-Inf, so such
+// rows take the scalar reference instead (bad input: correct, not fast).
+inline bool row_has_nonfinite(const uint16_t* x, int64_t K) {
+  for (int64_t k = 0; k < K;) {
+    const size_t vl = __riscv_vsetvl_e16m4(size_t(K - k));
+    const vuint16m4_t h = __riscv_vand_vx_u16m4(__riscv_vle16_v_u16m4(x + k, vl), 0x7F80, vl);
+    if (__riscv_vcpop_m_b4(__riscv_vmseq_vx_u16m4_b4(h, 0x7F80, vl), vl) != 0) return true;
+    k += int64_t(vl);
+  }
+  return false;
+}
+
 // Power of two 2^e with max|x| * 2^e in [2^14, 2^15) (1 when max|x| is 0 or not finite).
 inline float fp16_activation_scale(float amax) {
   if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
