@@ -17,6 +17,9 @@ A row is one (impl, isa, format, layout, VLEN, M, K, N):
   format  the weight format: bf16, int8 (one scale per output channel), int8-g128,
           int4-g32/g64/g128, int4-g64-zp (zero points); llama.cpp q8_0, q4_0, f16, bf16
   layout  packed | rowmajor
+  act     what the multiply-adds take X as: bf16 (the project's kernels widen it to FP32 or
+          FP16 inside), int8 (quantized per call: linear_bench --x-int8; llama.cpp's Q8_0
+          for its Q8_0/Q4_0 weights), f16 / bf16 (llama.cpp's F16/BF16)
 """
 import csv
 import glob
@@ -77,7 +80,7 @@ def family(fmt):
     return fmt.split("-")[0]
 
 
-def label(impl, isa, fmt, layout, path_used=""):
+def label(impl, isa, fmt, layout, path_used="", act=None):
     if impl == "llamacpp":
         variant = path_used.replace("libggml-cpu-", "").replace(".so", "") or isa
         return f"llama.cpp {fmt.upper()} ({variant})"
@@ -88,7 +91,7 @@ def label(impl, isa, fmt, layout, path_used=""):
     lay = "packed" if layout == "packed" else "row-major"
     if fmt == "bf16":
         return f"RVV {lay} ({'widening' if isa == 'rvv' else ISA_NAME.get(isa, isa)})"
-    return f"RVV {fmt} ({ISA_NAME.get(isa, isa)})"
+    return f"RVV {fmt} ({ISA_NAME.get(isa, isa)}{', int8 x' if act == 'int8' else ''})"
 
 
 # ---------------------------------------------------------------- loading
@@ -102,26 +105,33 @@ def flatten(region):
     return row
 
 
+def default_act(impl, fmt):
+    if impl == "llamacpp":
+        return "int8" if fmt.startswith("q") else fmt
+    return "bf16"
+
+
 def job_key_fields(job):
-    """(impl, isa, format, layout). Raw files of the earlier run.sh (impl rvv | rvv_zvfbf |
-    scalar | aten, format = layout, BF16 only) are read too."""
+    """(impl, isa, format, layout, act). Raw files of the earlier run.sh (impl rvv |
+    rvv_zvfbf | scalar | aten, format = layout, BF16 only) are read too."""
     if "layout" in job:
-        return job["impl"], job["isa"], job["format"], job["layout"]
+        return (job["impl"], job["isa"], job["format"], job["layout"],
+                job.get("act") or default_act(job["impl"], job["format"]))
     impl = job["impl"]
     isa = {"aten": "default"}.get(impl, impl)
-    return ("rvv" if impl == "rvv_zvfbf" else impl), isa, "bf16", job["format"]
+    return ("rvv" if impl == "rvv_zvfbf" else impl), isa, "bf16", job["format"], "bf16"
 
 
 def load(raw_dir):
     """Returns ({key: {"full"|"sample1"|"sample2": (N, counters)}}, {key: job}) with
-    key = (impl, isa, format, layout, vlen, M, K, N_full)."""
+    key = (impl, isa, format, layout, act, vlen, M, K, N_full)."""
     groups, jobs = {}, {}
     for path in sorted(glob.glob(os.path.join(raw_dir, "*.json"))):
         with open(path) as f:
             d = json.load(f)
         job, plugin = d["job"], d["plugin"]
         progs = {p.get("region", 1): p for p in d["programs"]}
-        impl, isa, fmt, layout = job_key_fields(job)
+        impl, isa, fmt, layout, act = job_key_fields(job)
         for run in job["runs"]:
             reg = plugin["regions"].get(str(run["region"]))
             prog = progs.get(run["region"])
@@ -131,7 +141,7 @@ def load(raw_dir):
                 sys.exit(f"report.py: {path}: the program's output check failed; numbers would be meaningless")
             if reg.get("calls") != 1:
                 sys.exit(f"report.py: {path}: region {run['region']} ran {reg.get('calls')} times, expected 1")
-            key = (impl, isa, fmt, layout, job["vlen"], run["M"], run["K"], run["N_full"])
+            key = (impl, isa, fmt, layout, act, job["vlen"], run["M"], run["K"], run["N_full"])
             row = flatten(reg)
             row["_path_used"] = prog.get("path_used", "")
             row["_kernel"] = prog.get("kernel", "")
@@ -187,12 +197,12 @@ def floors(vlen, M, K, N):
 
 
 def derive(key, c, sampled):
-    impl, isa, fmt, layout, vlen, M, K, N = key
+    impl, isa, fmt, layout, act, vlen, M, K, N = key
     w_elems = N * K
     wbytes = c["wbytes"]
     macs = M * N * K
     r = {
-        "impl": impl, "isa": isa, "format": fmt, "layout": layout, "vlen": vlen, "M": M, "K": K, "N": N,
+        "impl": impl, "isa": isa, "format": fmt, "layout": layout, "act": act, "vlen": vlen, "M": M, "K": K, "N": N,
         "sampled": int(sampled), "path_used": c["_path_used"], "kernel": c["_kernel"], "weight_bytes": wbytes,
         "weight_bytes_per_elem": wbytes / w_elems, "macs": macs,
     }
@@ -236,20 +246,29 @@ class Results:
     def __init__(self, rows, jobs):
         self.rows = rows
         self.jobs = jobs
-        self.idx = {tuple(r[k] for k in ("impl", "isa", "format", "layout", "vlen", "M", "K", "N")): r for r in rows}
+        self.idx = {tuple(r[k] for k in ("impl", "isa", "format", "layout", "act", "vlen", "M", "K", "N")): r
+                    for r in rows}
         self.shapes = [s for s in SHAPE_ORDER if any((r["K"], r["N"]) == s for r in rows)]
         self.Ms = sorted({r["M"] for r in rows})
 
-    def get(self, impl, isa, fmt, layout, vlen, M, K, N):
-        return self.idx.get((impl, isa, fmt, layout, 0 if isa == "scalar" else vlen, M, K, N))
+    def get(self, impl, isa, fmt, layout, vlen, M, K, N, act=None):
+        act = act or default_act(impl, fmt)
+        return self.idx.get((impl, isa, fmt, layout, act, 0 if isa == "scalar" else vlen, M, K, N))
 
     def quant_isas(self):
         """The vector variants that have int8/int4 rows, plain V first."""
         have = {r["isa"] for r in self.rows if r["impl"] == "rvv" and family(r["format"]) in ("int8", "int4")}
         return [i for i in ("rvv", "rvv_zvfh", "rvv_zvfbf") if i in have]
 
-    def quant_formats(self, isa="rvv"):
-        return [f for f in QUANT_FORMATS if any(r["format"] == f and r["isa"] == isa for r in self.rows)]
+    def quant_formats(self, isa="rvv", act="bf16"):
+        return [f for f in QUANT_FORMATS
+                if any(r["format"] == f and r["isa"] == isa and r["act"] == act for r in self.rows)]
+
+    def quant_variants(self):
+        """(isa, act) of the project's int8/int4 rows: plain V, Zvfh, then int8 activations."""
+        have = {(r["isa"], r["act"]) for r in self.rows if r["impl"] == "rvv" and family(r["format"]) in ("int8", "int4")}
+        order = [(i, "bf16") for i in ("rvv", "rvv_zvfh", "rvv_zvfbf")] + [(i, "int8") for i in ("rvv", "rvv_zvfh")]
+        return [v for v in order if v in have]
 
     def llama(self, fmt, M, K, N, isa="rvv"):
         return self.get("llamacpp", isa, fmt, "rowmajor", 256, M, K, N)
@@ -420,21 +439,21 @@ def section_decode_quant(R):
     for s in R.shapes:
         K, N = s
         cands = []
-        for isa in isas:
+        for isa, act in R.quant_variants():
             for fm in QUANT_FORMATS:
-                cands.append(("rvv", isa, fm))
+                cands.append(("rvv", isa, fm, act))
         for fm in QUANT_FORMATS:
-            cands.append(("scalar", "scalar", fm))
+            cands.append(("scalar", "scalar", fm, None))
         for fm in LLAMA_FORMATS:
-            cands.append(("llamacpp", "rvv", fm))
-        cands.append(("llamacpp", "scalar", "q4_0"))
-        for impl, isa, fm in cands:
+            cands.append(("llamacpp", "rvv", fm, None))
+        cands.append(("llamacpp", "scalar", "q4_0", None))
+        for impl, isa, fm, act in cands:
             lay = "rowmajor" if impl == "llamacpp" else "packed"
-            r = R.get(impl, isa, fm, lay, 256, 1, K, N)
+            r = R.get(impl, isa, fm, lay, 256, 1, K, N, act)
             if not r:
                 continue
             peer = R.llama(LLAMACPP_PEER.get(family(fm), ""), 1, K, N) if impl != "llamacpp" else None
-            trs.append([SHAPE_NAMES[s], label(impl, isa, fm, lay, r["path_used"]) + star(r),
+            trs.append([SHAPE_NAMES[s], label(impl, isa, fm, lay, r["path_used"], r["act"]) + star(r),
                         f"{r['weight_bytes_per_elem']:.3f}", fmt_n(r["insns"]), f"{r['insns_per_weight']:.3f}",
                         f"{r['cyc_per_weight']:.3f}", f"{r['floor_mem_cycles'] / (K * N):.3f}",
                         f"{r['bytes_read_per_wbyte']:.3f}", f"{r['read_weights'] / r['weight_bytes']:.3f}",
@@ -549,20 +568,20 @@ def section_mix(R):
     md = ["## Instruction mix, VLEN 256 (share of instructions)\n"]
     hdr = ["shape", "M", "implementation", "scalar", "scalar mem", "vsetvl", "vload", "vstore", "vfma", "vwiden",
            "varith", "reg-group ops / vector instr"]
-    cands = [("rvv", "rvv", "bf16"), ("rvv", "rvv_zvfbf", "bf16")]
-    cands += [("rvv", isa, f) for isa in R.quant_isas() for f in ("int8", "int4-g64")]
-    cands += [("llamacpp", "rvv", f) for f in ("q8_0", "q4_0")]
+    cands = [("rvv", "rvv", "bf16", None), ("rvv", "rvv_zvfbf", "bf16", None)]
+    cands += [("rvv", isa, f, act) for isa, act in R.quant_variants() for f in ("int8", "int4-g64")]
+    cands += [("llamacpp", "rvv", f, None) for f in ("q8_0", "q4_0")]
     trs = []
     for s in R.shapes:
         K, N = s
         for M in (1, 16):
-            for impl, isa, fm in cands:
+            for impl, isa, fm, act in cands:
                 lay = "rowmajor" if impl == "llamacpp" else "packed"
-                r = R.get(impl, isa, fm, lay, 256, M, K, N)
+                r = R.get(impl, isa, fm, lay, 256, M, K, N, act)
                 if not r:
                     continue
                 nv = r["vector_insns"] - r["vsetvl"]
-                trs.append([SHAPE_NAMES[s], M, label(impl, isa, fm, lay, r["path_used"])] +
+                trs.append([SHAPE_NAMES[s], M, label(impl, isa, fm, lay, r["path_used"], r["act"])] +
                            [f"{100 * r[k] / r['insns']:.1f}%" for k in
                             ("scalar", "scalar_mem", "vsetvl", "vload", "vstore", "vfma", "vwiden", "varith")] +
                            [f"{r['vregops'] / nv:.2f}" if nv else "-"])
@@ -605,16 +624,16 @@ def targets_bf16(R):
 
 
 def targets_quant(R):
-    """Per (format, isa): the decode targets over every shape, worst shape named on a miss."""
+    """Per (format, isa, act): the decode targets over every shape, the missing shapes named."""
     trs = []
-    for isa in R.quant_isas():
-        for fm in R.quant_formats(isa):
+    for isa, act in R.quant_variants():
+        for fm in R.quant_formats(isa, act):
             fam = family(fm)
-            rows = [(s, R.get("rvv", isa, fm, "packed", 256, 1, *s)) for s in R.shapes]
+            rows = [(s, R.get("rvv", isa, fm, "packed", 256, 1, *s, act=act)) for s in R.shapes]
             rows = [(s, r) for s, r in rows if r]
             if not rows:
                 continue
-            who = f"{fm} GEMV ({ISA_NAME[isa]})"
+            who = f"{fm} GEMV ({ISA_NAME[isa]}{', int8 x' if act == 'int8' else ''})"
 
             def one(name, vals, ok, fmt="{:.3f}"):
                 lo, hi = min(v for _, v in vals), max(v for _, v in vals)
@@ -686,21 +705,22 @@ def plot(res, R):
     if quant_panel:
         ax = axes[1]
         isa = "rvv_zvfh" if "rvv_zvfh" in isas else (isas[0] if isas else None)
-        series = [("rvv", isa, f) for f in (R.quant_formats(isa) if isa else [])]
-        series += [("llamacpp", "rvv", f) for f in ("q8_0", "q4_0")]
+        series = [("rvv", isa, f, "bf16") for f in (R.quant_formats(isa) if isa else [])]
+        series += [("rvv", "rvv", f, "int8") for f in R.quant_formats("rvv", "int8")]
+        series += [("llamacpp", "rvv", f, None) for f in ("q8_0", "q4_0")]
         width = 0.8 / max(1, len(series))
-        for i, (impl, si, f) in enumerate(series):
+        for i, (impl, si, f, act) in enumerate(series):
             lay = "rowmajor" if impl == "llamacpp" else "packed"
             xs, ys, pu = [], [], ""
             for j, s in enumerate(shapes):
-                r = R.get(impl, si, f, lay, 256, 1, *s)
+                r = R.get(impl, si, f, lay, 256, 1, *s, act=act)
                 if r:
                     xs.append(j + i * width)
                     ys.append(r["insns_per_weight"])
                     pu = r["path_used"]
             if xs:
-                ax.bar(xs, ys, width, label=label(impl, si, f, lay, pu),
-                       hatch="//" if impl == "llamacpp" else None)
+                ax.bar(xs, ys, width, label=label(impl, si, f, lay, pu, act),
+                       hatch="//" if impl == "llamacpp" else (".." if act == "int8" else None))
         ax.set_yscale("log")
         ax.set_xticks([j + 0.4 for j in range(len(shapes))])
         ax.set_xticklabels([SHAPE_NAMES[s].replace(" ", "\n", 1) for s in shapes], fontsize=8)
@@ -750,14 +770,14 @@ def build(res):
         sys.exit(f"report.py: no raw results in {res}/raw: run bench/run.sh")
 
     def order(k):
-        impl, isa, fmt, layout, vlen, M, K, N = k
+        impl, isa, fmt, layout, act, vlen, M, K, N = k
         fo = (["bf16"] + QUANT_FORMATS + LLAMA_FORMATS).index(fmt) if fmt in ["bf16"] + QUANT_FORMATS + LLAMA_FORMATS else 99
         so = SHAPE_ORDER.index((K, N)) if (K, N) in SHAPE_ORDER else 99
-        return (impl, isa, fo, fmt, layout, vlen, so, M)
+        return (impl, isa, fo, fmt, layout, act, vlen, so, M)
 
     rows = []
     for key in sorted(groups, key=order):
-        c, sampled = combine(groups[key], key[7])
+        c, sampled = combine(groups[key], key[8])
         rows.append(derive(key, c, sampled))
     return Results(rows, jobs)
 

@@ -25,8 +25,11 @@
 # isa the instruction-set variant it ran (rvv, rvv_zvfh, rvv_zvfbf, scalar; llamacpp: the
 # QEMU CPU offered V, the variant ggml loaded is recorded per run); format the weight
 # format (bf16; int8 = one scale per output channel, int8-g128, int4-g32/64/128, int4-g64-zp
-# = with zero points; llama.cpp's q8_0, q4_0, f16, bf16); layout packed | rowmajor.
-# The int8/int4 rows are run only when bench/linear_bench accepts --weights (probed).
+# = with zero points; llama.cpp's q8_0, q4_0, f16, bf16); layout packed | rowmajor; act
+# what the multiply-adds take X as: bf16, or int8 when the kernel quantizes X dynamically
+# (linear_bench --x-int8, int4 decode; llama.cpp's Q8_0/Q4_0 always: to Q8_0), f16/bf16
+# for llama.cpp's F16/BF16. The int8/int4 rows are run only when bench/linear_bench
+# accepts --weights (probed), the int8-activation rows only when --x-int8 selects a kernel.
 #
 # Every program runs under QEMU user mode with the rvvcount plugin
 # (bench/plugin/rvvcount.cc, built by scripts/build-qemu-plugins). Counts are
@@ -163,21 +166,30 @@ for isa in "${QISAS[@]}" scalar; do
     if lb_supports "$f" "$isa"; then qplan+=("$f $isa"); fi
   done
 done
+# The INT8-activation decode kernel (int4 weights, M = 1): does --x-int8 select it?
+x8=0
+QEMU_CPU=$(cpu_string rvv rvv 256) "$RVV_BENCH_QEMU10" -L "$RVV_CROSS_SYSROOT" "$BUILD/bench/linear_bench" \
+  --path rvv --format packed --weights int4 --group 32 --x-int8 --m 1 --k 256 --n 256 2>/dev/null |
+  grep -q '"kernel": "[^"]*x8' && x8=1
 if [ ${#qplan[@]} = 0 ]; then
   rvv_log "bench/linear_bench does not accept --weights int8/int4 yet: no quantized rows"
 else
   rvv_log "quantized rows (format isa): $(printf '%s, ' "${qplan[@]}" | sed 's/, $//')"
 fi
+[ $x8 = 1 ] && rvv_log "int8-activation (--x-int8) decode rows for int4"
 
 jobfile=$(mktemp)
 atenfile=$(mktemp)
 trap 'rm -f "$jobfile" "$atenfile"' EXIT
 
-# Appends the jobs for one (impl, isa, format, layout, vlen, M, K, N): one full run, or
-# two samples. Granularity keeps sampled widths whole packed blocks at any VLEN
-# (nb = VLEN/4 <= 256).
+# Appends the jobs for one (impl, isa, format, layout, vlen, M, K, N[, act]): one full
+# run, or two samples. Job line: impl isa format layout vlen M K N N_full role act.
+# Granularity keeps sampled widths whole packed blocks at any VLEN (nb = VLEN/4 <= 256).
 plan() {
-  local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 cap gran
+  local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 act=${9:-} cap gran
+  if [ -z "$act" ]; then
+    case $impl/$fmt in llamacpp/q*) act=int8 ;; llamacpp/f16) act=f16 ;; *) act=bf16 ;; esac
+  fi
   [ -z "$only_impls" ] || [[ ",$only_impls," == *",$impl,"* ]] || return 0
   [ -z "$only_formats" ] || [[ ",$only_formats," == *",$fmt,"* ]] || return 0
   case $impl/$isa/$fmt in
@@ -192,14 +204,14 @@ plan() {
   local dest=$jobfile
   [ "$impl" = aten ] && dest=$atenfile
   if [ $((M * K * N)) -le $cap ]; then
-    echo "$impl $isa $fmt $lay $vlen $M $K $N $N full" >>"$dest"
+    echo "$impl $isa $fmt $lay $vlen $M $K $N $N full $act" >>"$dest"
     return
   fi
   local n2=$(( cap / (M * K) / (2 * gran) * (2 * gran) ))
   [ $n2 -lt $((2 * gran)) ] && n2=$((2 * gran))
   local n1=$((n2 / 2))
-  echo "$impl $isa $fmt $lay $vlen $M $K $n1 $N sample1" >>"$dest"
-  echo "$impl $isa $fmt $lay $vlen $M $K $n2 $N sample2" >>"$dest"
+  echo "$impl $isa $fmt $lay $vlen $M $K $n1 $N sample1 $act" >>"$dest"
+  echo "$impl $isa $fmt $lay $vlen $M $K $n2 $N sample2 $act" >>"$dest"
 }
 
 for s in "${SHAPES[@]}"; do
@@ -224,6 +236,8 @@ for s in "${SHAPES[@]}"; do
       for qf in "${QSCALAR_FORMATS[@]}"; do [ "$qf" = "$1" ] && plan scalar scalar "$1" packed 0 1 "$K" "$N"; done
     else
       for M in "${QMS[@]}"; do plan rvv "$2" "$1" packed 256 "$M" "$K" "$N"; done
+      # INT4 decode with int8 activations (the kernel is in the plain-V variant).
+      [ $x8 = 1 ] && [ "$2" = rvv ] && [[ $1 == int4-* ]] && plan rvv rvv "$1" packed 256 1 "$K" "$N" int8
     fi
   done
   # llama.cpp: Q8_0/Q4_0 weights with F32 activations (quantized to Q8_0 inside), as in
@@ -249,11 +263,11 @@ source_rev=$(git rev-parse --short=10 HEAD 2>/dev/null || echo unknown)
 
 # ---------------------------------------------------------------- one emulation
 # Writes raw/<name>.json: {"job": ..., "programs": [program JSON lines], "plugin": ...}
-write_raw() {  # name impl isa fmt layout vlen qemu_cpu prog_out plugin_out runs_json [extra job JSON]
-  local name=$1 impl=$2 isa=$3 fmt=$4 lay=$5 vlen=$6 cpu=$7 pout=$8 plout=$9 runs_json=${10} extra=${11:-}
+write_raw() {  # name impl isa fmt layout act vlen qemu_cpu prog_out plugin_out runs_json [extra job JSON]
+  local name=$1 impl=$2 isa=$3 fmt=$4 lay=$5 act=$6 vlen=$7 cpu=$8 pout=$9 plout=${10} runs_json=${11} extra=${12:-}
   {
-    printf '{"job": {"name": "%s", "impl": "%s", "isa": "%s", "format": "%s", "layout": "%s", "vlen": %s, "qemu_cpu": "%s", "qemu": "%s", "source": "%s", %s"runs": %s},\n' \
-      "$name" "$impl" "$isa" "$fmt" "$lay" "$vlen" "$cpu" \
+    printf '{"job": {"name": "%s", "impl": "%s", "isa": "%s", "format": "%s", "layout": "%s", "act": "%s", "vlen": %s, "qemu_cpu": "%s", "qemu": "%s", "source": "%s", %s"runs": %s},\n' \
+      "$name" "$impl" "$isa" "$fmt" "$lay" "$act" "$vlen" "$cpu" \
       "$(cat "$(dirname "$RVV_BENCH_QEMU10")/version" 2>/dev/null || echo qemu)" "$source_rev" "$extra" "$runs_json"
     printf ' "programs": ['
     grep '^{' "$pout" | paste -sd, -
@@ -264,9 +278,14 @@ write_raw() {  # name impl isa fmt layout vlen qemu_cpu prog_out plugin_out runs
   mv "$RAW/$name.json.tmp" "$RAW/$name.json"
 }
 
-run_job() {  # impl isa fmt layout vlen M K N Nfull role
-  local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 Nfull=$9 role=${10}
+run_job() {  # impl isa fmt layout vlen M K N Nfull role act
+  local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 Nfull=$9 role=${10} act=${11}
+  local xa=()
   local name="${impl}-${isa}-${fmt}-${lay}-v${vlen}-m${M}-k${K}-n${Nfull}-${role}"
+  if [ "$impl" != llamacpp ] && [ "$act" = int8 ]; then
+    name="${impl}-${isa}-${fmt}-${lay}-x8-v${vlen}-m${M}-k${K}-n${Nfull}-${role}"
+    xa=(--x-int8)
+  fi
   [ $resume = 1 ] && [ -f "$RAW/$name.json" ] && return 0
   local cpu pv tmp sysroot prog extra="" t0=$SECONDS
   cpu=$(cpu_string "$impl" "$isa" "$vlen")
@@ -278,7 +297,7 @@ run_job() {  # impl isa fmt layout vlen M K N Nfull role
   else
     sysroot=$RVV_CROSS_SYSROOT
     # shellcheck disable=SC2207
-    prog=("$BUILD/bench/linear_bench" --path "$isa" --format "$lay" $(format_args "$fmt"))
+    prog=("$BUILD/bench/linear_bench" --path "$isa" --format "$lay" $(format_args "$fmt") "${xa[@]}")
   fi
   if ! QEMU_CPU=$cpu "$RVV_BENCH_QEMU10" -L "$sysroot" \
       -plugin "$RVV_BENCH_PLUGIN10,vlen=$pv,dlen=128,vtype=read,out=$tmp/plugin.json" \
@@ -295,7 +314,7 @@ run_job() {  # impl isa fmt layout vlen M K N Nfull role
     arch=$(llvm-readelf-19 -A "$rootfs$so" 2>/dev/null | awk '/TagName: arch/ { getline; print $2; exit }')
     extra="\"ggml_cpu_arch\": \"$arch\", "
   fi
-  write_raw "$name" "$impl" "$isa" "$fmt" "$lay" "$vlen" "$cpu" "$tmp/prog.out" "$tmp/plugin.json" \
+  write_raw "$name" "$impl" "$isa" "$fmt" "$lay" "$act" "$vlen" "$cpu" "$tmp/prog.out" "$tmp/plugin.json" \
     "[{\"M\": $M, \"K\": $K, \"N\": $N, \"N_full\": $Nfull, \"role\": \"$role\", \"region\": 1}]" "$extra"
   rm -rf "$tmp"
   echo "done: $name ($((SECONDS - t0)) s)" >&2
@@ -305,7 +324,7 @@ run_job() {  # impl isa fmt layout vlen M K N Nfull role
 run_aten_batch() {  # batch-name, then job lines (see plan) on stdin
   local name=$1 shapes=() runs=() i=0
   [ $resume = 1 ] && [ -f "$RAW/$name.json" ] && return 0
-  while read -r impl isa fmt lay vlen M K N Nfull role; do
+  while read -r impl isa fmt lay vlen M K N Nfull role act; do
     i=$((i + 1))
     shapes+=("$M:$K:$N")
     runs+=("{\"M\": $M, \"K\": $K, \"N\": $N, \"N_full\": $Nfull, \"role\": \"$role\", \"region\": $i}")
@@ -330,7 +349,7 @@ run_aten_batch() {  # batch-name, then job lines (see plan) on stdin
     rm -rf "$tmp"
     return 1
   fi
-  write_raw "$name" aten default bf16 rowmajor 256 "$cpu" "$tmp/prog.out" "$tmp/plugin.json" "[$(IFS=,; echo "${runs[*]}")]"
+  write_raw "$name" aten default bf16 rowmajor bf16 256 "$cpu" "$tmp/prog.out" "$tmp/plugin.json" "[$(IFS=,; echo "${runs[*]}")]"
   rm -rf "$tmp"
   echo "done: $name, ${#shapes[@]} shapes ($((SECONDS - t0)) s)" >&2
 }
