@@ -27,17 +27,9 @@ import json
 import os
 import sys
 
-
-
-class k1:  # the SpacemiT K1 (to move to the project's policy module)
-    K1_CLOCK_HZ = 1.6e9
-    K1_DLEN_BITS = 128
-    K1_L1D_BYTES, K1_L1D_WAYS = 32 * 1024, 8
-    K1_L2_BYTES, K1_L2_WAYS = 512 * 1024, 16
-    K1_CACHE_LINE_BYTES = 64
-    K1_DRAM_BYTES_PER_S = 10.66e9
-    CPI_SCALAR = 1.0
-
+# The K1's numbers and the model's CPI: the project's policy module (torch-free).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from rvv_inductor import policy as k1  # noqa: E402
 
 DLEN = k1.K1_DLEN_BITS  # datapath width of the SpacemiT X60 (K1), bits
 CPI_SCALAR = k1.CPI_SCALAR  # in-order; dual issue ignored (see README)
