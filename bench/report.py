@@ -53,6 +53,10 @@ SHAPE_NAMES = {
     (1536, 151936): "lm_head 1536->151936",
 }
 SHAPE_ORDER = list(SHAPE_NAMES)
+# How often each shape runs per decode token of Qwen2.5-1.5B: 28 decoder layers, one lm_head.
+QWEN15_LAYERS = 28
+SHAPE_PER_TOKEN = {(1536, 2048): QWEN15_LAYERS, (1536, 1536): QWEN15_LAYERS, (1536, 17920): QWEN15_LAYERS,
+                   (8960, 1536): QWEN15_LAYERS, (1536, 151936): 1}
 QUANT_FORMATS = ["int8", "int8-g128", "int4-g32", "int4-g64", "int4-g128", "int4-g64-zp"]
 LLAMA_FORMATS = ["q8_0", "q4_0", "f16", "bf16"]
 ISA_NAME = {"rvv": "V", "rvv_zvfh": "Zvfh", "rvv_zvfbf": "Zvfbfwma", "scalar": "scalar", "default": "default"}
@@ -461,6 +465,35 @@ def section_decode_quant(R):
     return md
 
 
+def section_per_token(R):
+    """Linear work of one Qwen2.5-1.5B decode token (M = 1), summed over its 28 layers and
+    lm_head, per implementation and format that has all five shapes."""
+    variants = [("rvv", "rvv", "bf16", "packed", None), ("rvv", "rvv_zvfbf", "bf16", "packed", None)]
+    variants += [("rvv", isa, f, "packed", act) for isa, act in R.quant_variants() for f in R.quant_formats(isa, act)]
+    variants += [("scalar", "scalar", "bf16", "packed", None), ("aten", "default", "bf16", "rowmajor", None)]
+    variants += [("llamacpp", "rvv", f, "rowmajor", None) for f in LLAMA_FORMATS]
+    variants += [("llamacpp", "scalar", "q4_0", "rowmajor", None)]
+    trs = []
+    for impl, isa, fm, lay, act in variants:
+        rs = [(R.get(impl, isa, fm, lay, 256, 1, *s, act=act), SHAPE_PER_TOKEN[s]) for s in SHAPE_ORDER]
+        if not all(r for r, _ in rs):
+            continue
+        tot = {k: sum(r[k] * n for r, n in rs) for k in ("insns", "cyc_est", "weight_bytes", "dram_read_bytes")}
+        trs.append([label(impl, isa, fm, lay, rs[0][0]["path_used"], rs[0][0]["act"]), fmt_b(tot["weight_bytes"]),
+                    fmt_n(tot["insns"]), fmt_n(tot["cyc_est"]), f"{tot['cyc_est'] / k1.K1_CLOCK_HZ * 1e3:.0f}",
+                    f"{tot['dram_read_bytes'] / k1.K1_DRAM_BYTES_PER_S * 1e3:.0f}"])
+    if not trs:
+        return []
+    return [f"## Per decode token at Qwen2.5-1.5B dimensions (M = 1, VLEN 256)\n",
+            f"The Linear layers of one token: {QWEN15_LAYERS} x (q+k+v, o, gate+up, down) + lm_head, summed from "
+            "the rows above (only implementations with all five shapes). Estimated cycles are the in-order "
+            f"model on ONE core; ms at {k1.K1_CLOCK_HZ / 1e9:g} GHz is that estimate, not a measurement. The DRAM "
+            f"column is the modelled DRAM reads at the {k1.K1_DRAM_BYTES_PER_S / 1e9:.2f} GB/s peak: the floor "
+            "however many cores share the work (the programs measured on K1 boards reach ~40% of that peak).\n",
+            table(["implementation", "weight bytes", "instructions", "est. cycles (1 core)", "est. ms (1 core)",
+                   "DRAM-bound ms at peak"], trs) + "\n"]
+
+
 def section_gemm_quant(R):
     isas = R.quant_isas()
     Ms = [m for m in R.Ms if 1 < m <= 16]
@@ -779,7 +812,7 @@ def main():
     R = build(res)
     write_csv(res, R)
     md = section_intro(R)
-    for section in (section_decode_bf16, section_decode_quant, section_gemm_quant, section_prefill_bf16,
+    for section in (section_decode_bf16, section_decode_quant, section_per_token, section_gemm_quant, section_prefill_bf16,
                     section_vlen_scaling, section_mix, section_targets):
         md += section(R)
     with open(os.path.join(res, "results.md"), "w") as f:
