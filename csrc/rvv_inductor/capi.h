@@ -51,8 +51,8 @@ int rvv_validate_layout(const rvv_packed_layout* layout, int64_t n, int64_t k, i
 int rvv_partition_blocks(int64_t num_blocks, int nthreads, int t, int64_t* begin, int64_t* end);
 
 /* Y[m, cols] = X[m, k] . W^T (+ bias) for the columns of blocks [block_begin, block_end)
- * (block_end < 0: all), W packed as described by layout, which must say [n, k] and, when
- * nb > 0, block width nb. bias_dtype / y_dtype: RVV_DTYPE_BF16 or RVV_DTYPE_F32 (bias
+ * (block_end < 0: all), W packed as described by layout (bf16, int8 or int4), which must
+ * say [n, k] and, when nb > 0, block width nb. bias_dtype / y_dtype: RVV_DTYPE_BF16 or RVV_DTYPE_F32 (bias
  * may be NULL). */
 int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k,
                            const uint16_t* w_packed, const rvv_packed_layout* layout, int64_t nb, const void* bias,
@@ -61,6 +61,39 @@ int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
 /* The same with a row-major W[n, k] (row stride ldw), all n columns. */
 int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const uint16_t* w,
                              int64_t ldw, const void* bias, int bias_dtype, void* y, int64_t ldy, int y_dtype);
+
+/* ---- Quantized (INT8 / INT4) weights: quant_packing.h has the layout. ----
+ * format: RVV_DTYPE_INT8 or RVV_DTYPE_INT4; group_size: K rows per scale (0: one per
+ * output channel, INT8 only; else even, 16..4096); scale_dtype: RVV_DTYPE_BF16 or
+ * RVV_DTYPE_F16; zero_points: 1 for a zero point per group and column (INT4 only). */
+
+/* Fills *layout for W[n, k] in that format with block width nb (layout->bytes is the
+ * packed size). */
+int rvv_quant_layout(int format, int group_size, int scale_dtype, int zero_points, int64_t n, int64_t k, int64_t nb,
+                     rvv_packed_layout* layout);
+/* Quantizes bf16 W[n, k] (row stride ldw) with the reference round-to-nearest quantizer
+ * and packs it into out (out_bytes >= layout->bytes). */
+int rvv_quantize_pack(const uint16_t* w, int64_t ldw, const rvv_packed_layout* layout, uint8_t* out,
+                      int64_t out_bytes);
+/* Packs already-quantized values bit for bit: values[n * ldq + k] (INT8: int8; INT4: 0..15),
+ * scales[n * groups + g] (scale_dtype bits), zeros[n * groups + g] (INT4 with zero points,
+ * else may be NULL); groups = ceil(k / group size). */
+int rvv_pack_quantized(const int8_t* values, int64_t ldq, const uint16_t* scales, const uint8_t* zeros,
+                       const rvv_packed_layout* layout, uint8_t* out, int64_t out_bytes);
+/* The inverse: values [n, k] (row stride k), scales and zeros [n, groups] (zeros: implicit
+ * zero points when the layout stores none; may be NULL). */
+int rvv_unpack_quantized(const uint8_t* packed, const rvv_packed_layout* layout, int8_t* values, uint16_t* scales,
+                         uint8_t* zeros);
+/* The dequantized weight (q - z) * s as fp32 W[n, k], row stride ldw
+ * (w_elements >= (n-1)*ldw + k). */
+int rvv_dequantize(const uint8_t* packed, const rvv_packed_layout* layout, float* w, int64_t ldw, int64_t w_elements);
+
+/* rvv_linear_bf16_packed with options: RVV_LINEAR_X_INT8 lets INT4 decode quantize the
+ * activations to INT8 (faster, its own error bound; see csrc/README.md). */
+enum { RVV_LINEAR_X_INT8 = 1 };
+int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* w_packed,
+                           const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
+                           int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options);
 
 /* Elementwise conversions (f32 -> bf16 rounds to nearest even, NaN stays quiet NaN). */
 int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "rvv_inductor/cpu_features.h"
 #include "rvv_inductor/error.h"
@@ -151,6 +153,129 @@ int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
   p.y_dtype = DType(y_dtype);
   p.block_begin = block_begin;
   p.block_end = block_end;
+  const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_quant_layout(int format, int group_size, int scale_dtype, int zero_points, int64_t n, int64_t k, int64_t nb,
+                     rvv_packed_layout* layout) {
+  if (!layout) return error(Status::kNullPointer, "rvv_quant_layout: layout is NULL");
+  const QuantSpec q{DType(format), group_size, DType(scale_dtype), zero_points != 0};
+  Status s = validate_quant_spec(q, t_last_error, kErrLen);
+  if (s != Status::kOk) return int(s);
+  if (packed_size(n, k, nb) < 0) {
+    std::snprintf(t_last_error, kErrLen, "rvv_quant_layout: invalid n=%lld k=%lld nb=%lld", (long long)n, (long long)k,
+                  (long long)nb);
+    return int(Status::kBadShape);
+  }
+  *layout = make_quant_layout(q, n, k, nb, effective_cpu().vlenb);
+  return finish(Status::kOk);
+}
+
+namespace {
+// Validates a quantized layout and the size of the caller's packed buffer.
+Status check_quant_buffer(const rvv_packed_layout* layout, int64_t bytes, const char* what) {
+  if (!layout) {
+    std::snprintf(t_last_error, kErrLen, "%s: layout is NULL", what);
+    return Status::kNullPointer;
+  }
+  Status s = validate_layout(*layout, layout->n, layout->k, 0, t_last_error, kErrLen);
+  if (s != Status::kOk) return s;
+  if (!is_quantized(DType(layout->dtype))) {
+    std::snprintf(t_last_error, kErrLen, "%s: the layout is not int8/int4 (format %d)", what, int(layout->dtype));
+    return Status::kLayoutMismatch;
+  }
+  if (bytes < layout->bytes) {
+    std::snprintf(t_last_error, kErrLen, "%s: buffer has %lld bytes, %lld needed", what, (long long)bytes,
+                  (long long)layout->bytes);
+    return Status::kBufferTooSmall;
+  }
+  return Status::kOk;
+}
+}  // namespace
+
+int rvv_quantize_pack(const uint16_t* w, int64_t ldw, const rvv_packed_layout* layout, uint8_t* out,
+                      int64_t out_bytes) {
+  Status s = check_quant_buffer(layout, out_bytes, "rvv_quantize_pack");
+  if (s != Status::kOk) return int(s);
+  const QuantSpec q = quant_spec_of(*layout);
+  const int64_t N = layout->n, K = layout->k, G = quant_num_groups(q, K);
+  std::unique_ptr<int8_t[]> values(new (std::nothrow) int8_t[size_t(N * K > 0 ? N * K : 1)]);
+  std::unique_ptr<uint16_t[]> scales(new (std::nothrow) uint16_t[size_t(N * G > 0 ? N * G : 1)]);
+  std::unique_ptr<uint8_t[]> zeros(new (std::nothrow) uint8_t[size_t(N * G > 0 ? N * G : 1)]);
+  if (!values || !scales || !zeros) return error(Status::kNoMemory, "rvv_quantize_pack: out of memory");
+  s = quantize_reference(q, w, ldw, N, K, values.get(), scales.get(), zeros.get(), t_last_error, kErrLen);
+  if (s == Status::kOk)
+    s = pack_quantized(q, values.get(), K, scales.get(), zeros.get(), N, K, layout->nb, out, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_pack_quantized(const int8_t* values, int64_t ldq, const uint16_t* scales, const uint8_t* zeros,
+                       const rvv_packed_layout* layout, uint8_t* out, int64_t out_bytes) {
+  Status s = check_quant_buffer(layout, out_bytes, "rvv_pack_quantized");
+  if (s != Status::kOk) return int(s);
+  s = pack_quantized(quant_spec_of(*layout), values, ldq, scales, zeros, layout->n, layout->k, layout->nb, out,
+                     t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_unpack_quantized(const uint8_t* packed, const rvv_packed_layout* layout, int8_t* values, uint16_t* scales,
+                         uint8_t* zeros) {
+  Status s = check_quant_buffer(layout, layout ? layout->bytes : 0, "rvv_unpack_quantized");
+  if (s != Status::kOk) return int(s);
+  const QuantSpec q = quant_spec_of(*layout);
+  const int64_t N = layout->n, K = layout->k, G = quant_num_groups(q, K), gr = quant_group_rows(q, K);
+  if (N * K > 0 && (!packed || !values || !scales))
+    return error(Status::kNullPointer, "rvv_unpack_quantized: NULL packed, values or scales");
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      const QuantElement e = quant_element(packed, *layout, n, k);
+      values[n * K + k] = int8_t(e.value);
+      if (k % gr == 0) {
+        scales[n * G + k / gr] = e.scale;
+        if (zeros) zeros[n * G + k / gr] = uint8_t(e.zero);
+      }
+    }
+  return finish(Status::kOk);
+}
+
+int rvv_dequantize(const uint8_t* packed, const rvv_packed_layout* layout, float* w, int64_t ldw, int64_t w_elements) {
+  Status s = check_quant_buffer(layout, layout ? layout->bytes : 0, "rvv_dequantize");
+  if (s != Status::kOk) return int(s);
+  if (layout->n > 0 && layout->k > 0 && ldw >= layout->k && w_elements < (layout->n - 1) * ldw + layout->k) {
+    std::snprintf(t_last_error, kErrLen, "rvv_dequantize: w has %lld elements, %lld needed", (long long)w_elements,
+                  (long long)((layout->n - 1) * ldw + layout->k));
+    return int(Status::kBufferTooSmall);
+  }
+  s = dequantize_packed(packed, *layout, w, ldw, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
+}
+
+int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* w_packed,
+                           const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
+                           int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options) {
+  if (options & ~int(RVV_LINEAR_X_INT8)) {
+    std::snprintf(t_last_error, kErrLen, "rvv_linear_packed_opts: unknown option bits 0x%x", unsigned(options));
+    return int(Status::kBadShape);
+  }
+  LinearProblem p{};
+  p.M = m;
+  p.N = n;
+  p.K = k;
+  p.x = x;
+  p.ldx = ldx;
+  p.weight_layout = WeightLayout::kPacked;
+  p.w = w_packed;
+  p.layout = layout;
+  p.nb = nb;
+  p.bias = bias;
+  p.bias_dtype = DType(bias_dtype);
+  p.y = y;
+  p.ldy = ldy;
+  p.y_dtype = DType(y_dtype);
+  p.block_begin = block_begin;
+  p.block_end = block_end;
+  p.x_int8 = (options & RVV_LINEAR_X_INT8) ? 1 : 0;
   const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
   return s == Status::kOk ? finish(s) : int(s);
 }

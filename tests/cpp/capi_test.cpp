@@ -2,6 +2,8 @@
 // through it, and bad input giving an error code and a message instead of a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -9,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "rvv_inductor/bf16.h"
 #include "rvv_inductor/capi.h"
 #include "test_util.h"
 
@@ -38,6 +41,85 @@ TEST(CApi, PolicyAndStructSizes) {
   EXPECT_EQ(rvv_make_layout(-1, 4, 64, &l), RVV_ERR_BAD_SHAPE);
   EXPECT_NE(last_error().find("invalid"), std::string::npos);
   EXPECT_EQ(rvv_make_layout(4, 4, 64, nullptr), RVV_ERR_NULL_POINTER);
+}
+
+// Quantized weights through the C ABI: layout, quantize + pack, bit-for-bit pack/unpack of
+// given blocks, dequantize, and a Linear call on the result against an FP64 product of the
+// dequantized weight; bad input gives a status and a message.
+TEST(CApi, QuantizedWeights) {
+  const int64_t N = 70, K = 96, nb = rvv_preferred_nb();
+  std::mt19937 rng(8);
+  const std::vector<uint16_t> w = random_bf16_vector(rng, size_t(N * K)), x = random_bf16_vector(rng, size_t(2 * K));
+  struct Fmt {
+    int format, group, scale, zp;
+  };
+  for (const Fmt f : {Fmt{RVV_DTYPE_INT8, 0, RVV_DTYPE_F16, 0}, Fmt{RVV_DTYPE_INT8, 32, RVV_DTYPE_BF16, 0},
+                      Fmt{RVV_DTYPE_INT4, 32, RVV_DTYPE_F16, 0}, Fmt{RVV_DTYPE_INT4, 64, RVV_DTYPE_BF16, 1}}) {
+    rvv_packed_layout l;
+    ASSERT_EQ(rvv_quant_layout(f.format, f.group, f.scale, f.zp, N, K, nb, &l), RVV_OK) << last_error();
+    EXPECT_EQ(rvv_validate_layout(&l, N, K, nb), RVV_OK);
+    std::vector<uint8_t> packed(size_t(l.bytes));
+    ASSERT_EQ(rvv_quantize_pack(w.data(), K, &l, packed.data(), l.bytes), RVV_OK) << last_error();
+    std::vector<float> deq(size_t(N * K));
+    ASSERT_EQ(rvv_dequantize(packed.data(), &l, deq.data(), K, N * K), RVV_OK) << last_error();
+    // Round to nearest: every weight within one quantization step of the original (the
+    // step is at most max|w| / 7 for INT4 and / 127 for INT8 over the group).
+    const int64_t gr = f.group ? f.group : K;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        double gmax = 0;
+        for (int64_t i = k / gr * gr; i < std::min(K, k / gr * gr + gr); ++i)
+          gmax = std::max(gmax, std::fabs(bf16_value(w[size_t(n * K + i)])));
+        const double step = gmax / (f.format == RVV_DTYPE_INT8 ? 127.0 : 7.0) * 1.02;
+        ASSERT_LE(std::fabs(deq[size_t(n * K + k)] - bf16_value(w[size_t(n * K + k)])), step) << n << "," << k;
+      }
+    // Unpack and pack again: the same bytes.
+    const int64_t G = (K + gr - 1) / gr;
+    std::vector<int8_t> q(size_t(N * K));
+    std::vector<uint16_t> sc(size_t(N * G));
+    std::vector<uint8_t> z(size_t(N * G));
+    ASSERT_EQ(rvv_unpack_quantized(packed.data(), &l, q.data(), sc.data(), z.data()), RVV_OK) << last_error();
+    std::vector<uint8_t> again(size_t(l.bytes));
+    ASSERT_EQ(rvv_pack_quantized(q.data(), K, sc.data(), z.data(), &l, again.data(), l.bytes), RVV_OK) << last_error();
+    EXPECT_EQ(again, packed);
+    // A Linear call on it against FP64 on the dequantized weights.
+    std::vector<float> y(size_t(2 * N));
+    ASSERT_EQ(rvv_linear_packed_opts(x.data(), K, 2, N, K, packed.data(), &l, nb, nullptr, 0, y.data(), N,
+                                     RVV_DTYPE_F32, 0, -1, 0),
+              RVV_OK)
+        << last_error();
+    for (int64_t m = 0; m < 2; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double t = bf16_value(x[size_t(m * K + k)]) * double(deq[size_t(n * K + k)]);
+          ref += t;
+          // What the kernels sum: |x| * (|q| + |z|) * |s| per term.
+          const int64_t g = k / gr;
+          const int zz = f.zp ? z[size_t(n * G + g)] : (f.format == RVV_DTYPE_INT4 ? 8 : 0);
+          const uint16_t sb = sc[size_t(n * G + g)];
+          const double sv = f.scale == RVV_DTYPE_F16 ? rvv_inductor::f16_to_f32(sb) : bf16_value(sb);
+          mag += std::fabs(bf16_value(x[size_t(m * K + k)])) * (std::abs(int(q[size_t(n * K + k)])) + zz) * std::fabs(sv);
+        }
+        ASSERT_LE(std::fabs(y[size_t(m * N + n)] - ref), f32_bound(mag + 1e-30, K + 8) + 1e-6) << m << "," << n;
+      }
+  }
+  rvv_packed_layout l;
+  EXPECT_EQ(rvv_quant_layout(RVV_DTYPE_INT4, 0, RVV_DTYPE_F16, 0, N, K, nb, &l), RVV_ERR_BAD_SHAPE);
+  EXPECT_NE(last_error().find("int4 needs a group size"), std::string::npos) << last_error();
+  EXPECT_EQ(rvv_quant_layout(RVV_DTYPE_F32, 32, RVV_DTYPE_F16, 0, N, K, nb, &l), RVV_ERR_BAD_DTYPE);
+  ASSERT_EQ(rvv_quant_layout(RVV_DTYPE_INT4, 32, RVV_DTYPE_F16, 0, N, K, nb, &l), RVV_OK);
+  std::vector<uint8_t> small(size_t(l.bytes - 1));
+  EXPECT_EQ(rvv_quantize_pack(w.data(), K, &l, small.data(), l.bytes - 1), RVV_ERR_BUFFER_TOO_SMALL);
+  EXPECT_NE(last_error().find("bytes"), std::string::npos);
+  rvv_packed_layout bf;
+  ASSERT_EQ(rvv_make_layout(N, K, nb, &bf), RVV_OK);
+  EXPECT_EQ(rvv_dequantize(small.data(), &bf, nullptr, K, 0), RVV_ERR_LAYOUT_MISMATCH);
+  std::vector<float> y(static_cast<size_t>(N));
+  EXPECT_EQ(rvv_linear_packed_opts(x.data(), K, 1, N, K, small.data(), &l, nb, nullptr, 0, y.data(), N, RVV_DTYPE_F32,
+                                   0, -1, 0x40),
+            RVV_ERR_BAD_SHAPE);
+  EXPECT_NE(last_error().find("option"), std::string::npos);
 }
 
 TEST(CApi, PackRunUnpack) {
