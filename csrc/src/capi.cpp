@@ -136,25 +136,8 @@ int rvv_linear_bf16_packed(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
                            const uint16_t* w_packed, const rvv_packed_layout* layout, int64_t nb, const void* bias,
                            int bias_dtype, void* y, int64_t ldy, int y_dtype, int64_t block_begin,
                            int64_t block_end) {
-  LinearProblem p{};
-  p.M = m;
-  p.N = n;
-  p.K = k;
-  p.x = x;
-  p.ldx = ldx;
-  p.weight_layout = WeightLayout::kPacked;
-  p.w = w_packed;
-  p.layout = layout;
-  p.nb = nb;
-  p.bias = bias;
-  p.bias_dtype = DType(bias_dtype);
-  p.y = y;
-  p.ldy = ldy;
-  p.y_dtype = DType(y_dtype);
-  p.block_begin = block_begin;
-  p.block_end = block_end;
-  const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
-  return s == Status::kOk ? finish(s) : int(s);
+  return rvv_linear_packed_opts(x, ldx, m, n, k, w_packed, layout, nb, bias, bias_dtype, y, ldy, y_dtype, block_begin,
+                                block_end, 0);
 }
 
 int rvv_quant_layout(int format, int group_size, int scale_dtype, int zero_points, int64_t n, int64_t k, int64_t nb,

@@ -83,60 +83,27 @@ inline X8Row prepare_x8(const uint16_t* xb, int64_t K, int64_t gr, int64_t G, fl
 }
 
 inline void gemv_int4_x8_row(const LinearOperands& a, const X8Row& xr, void* y) {
-  const PackedLayout& l = *a.layout;
-  const QuantSpec q = quant_spec_of(l);
-  const bool f16_scales = q.scale_dtype == DType::kF16;
-  const int64_t K = a.K, nb = a.nb, gr = quant_group_rows(q, K), G = quant_num_groups(q, K);
-  const int64_t block_bytes = quant_block_bytes(q, K, nb), full = quant_group_bytes(q, nb, gr);
-  const int64_t zoff = quant_zeros_offset(nb), doff = quant_data_offset(q, nb);
-  const uint8_t* base = static_cast<const uint8_t*>(a.w);
-  for (int64_t b = a.block_begin; b < a.block_end; ++b) {
-    const int64_t n0 = b * nb;
-    const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
-    const uint8_t* blk = base + b * block_bytes;
-    for (int64_t j = 0; j < cols;) {
-      const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
-      const size_t vlmax4 = __riscv_vsetvlmax_e32m4();
-      const size_t vl0 = vl < vlmax4 ? vl : vlmax4, vl1 = vl - vl0;
-      vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
-      for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* rec = blk + g * full;
-        const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
-        const uint8_t* d = rec + doff + j;
-        // One 16-row block of x_q against the packed nibbles, widened to fp32 (exact).
-        auto block = [&](int64_t r0) {
-          const int64_t brows = rows - r0 < kX8Block ? rows - r0 : kX8Block;
-          const int8_t* x = xr.xq + k0 + r0;
-          const uint8_t* w = d + (r0 / 2) * nb;
-          vint16m4_t s16 = __riscv_vmv_v_x_i16m4(0, vl);
-          // An odd last row pairs with x_q[K] = 0; its high nibble is 0 too.
-          for (int64_t p = 0; p < (brows + 1) / 2; ++p, w += nb, x += 2) {
-            const vuint8m2_t v = __riscv_vle8_v_u8m2(w, vl);
-            s16 = __riscv_vwmaccsu_vx_i16m4(s16, x[0], __riscv_vand_vx_u8m2(v, 0x0F, vl), vl);
-            s16 = __riscv_vwmaccsu_vx_i16m4(s16, x[1], __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
-          }
-          return __riscv_vfwcvt_f_x_v_f32m8(s16, vl);
-        };
-        vfloat32m8_t gs = __riscv_vfmul_vf_f32m8(block(0), xr.dx[k0 / kX8Block], vl);
-        for (int64_t r0 = kX8Block; r0 < rows; r0 += kX8Block)
-          gs = __riscv_vfmacc_vf_f32m8(gs, xr.dx[(k0 + r0) / kX8Block], block(r0), vl);
-        const float xsum = xr.group_sums[g];
-        const uint16_t* sc = reinterpret_cast<const uint16_t*>(rec) + j;
-        const uint8_t* zp = rec + zoff + j;
-        acc = __riscv_vset_v_f32m4_f32m8(
-            acc, 0,
-            quant_combine_m4<DType::kInt4>(__riscv_vget_v_f32m8_f32m4(acc, 0), __riscv_vget_v_f32m8_f32m4(gs, 0), sc, zp,
-                                           q.zero_points, f16_scales, xsum, vl0));
-        if (vl1)
-          acc = __riscv_vset_v_f32m4_f32m8(
-              acc, 1, quant_combine_m4<DType::kInt4>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1),
-                                                     sc + vl0, zp + vl0, q.zero_points, f16_scales, xsum, vl1));
+  const int64_t nb = a.nb;
+  quant_gemv_row<DType::kInt4>(a, xr.group_sums, 1.0f, y, [&](const uint8_t* d, int64_t k0, int64_t rows, size_t vl) {
+    // One 16-row block of x_q against the packed nibbles, widened to fp32 (exact).
+    auto block = [&](int64_t r0) {
+      const int64_t brows = rows - r0 < kX8Block ? rows - r0 : kX8Block;
+      const int8_t* x = xr.xq + k0 + r0;
+      const uint8_t* w = d + (r0 / 2) * nb;
+      vint16m4_t s16 = __riscv_vmv_v_x_i16m4(0, vl);
+      // An odd last row pairs with x_q[K] = 0; its high nibble is 0 too.
+      for (int64_t p = 0; p < (brows + 1) / 2; ++p, w += nb, x += 2) {
+        const vuint8m2_t v = __riscv_vle8_v_u8m2(w, vl);
+        s16 = __riscv_vwmaccsu_vx_i16m4(s16, x[0], __riscv_vand_vx_u8m2(v, 0x0F, vl), vl);
+        s16 = __riscv_vwmaccsu_vx_i16m4(s16, x[1], __riscv_vsrl_vx_u8m2(v, 4, vl), vl);
       }
-      if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);
-      store_out<Bf16Soft>(y, a.y_dtype, n0 + j, acc, vl);
-      j += int64_t(vl);
-    }
-  }
+      return __riscv_vfwcvt_f_x_v_f32m8(s16, vl);
+    };
+    vfloat32m8_t gs = __riscv_vfmul_vf_f32m8(block(0), xr.dx[k0 / kX8Block], vl);
+    for (int64_t r0 = kX8Block; r0 < rows; r0 += kX8Block)
+      gs = __riscv_vfmacc_vf_f32m8(gs, xr.dx[(k0 + r0) / kX8Block], block(r0), vl);
+    return gs;
+  });
 }
 
 // Any M (rows one at a time); meant for M == 1. Needs group sizes that are multiples of 16

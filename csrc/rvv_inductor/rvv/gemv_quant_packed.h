@@ -137,8 +137,14 @@ inline vfloat32m4_t quant_combine_m4(vfloat32m4_t acc, vfloat32m4_t gs, const ui
   return __riscv_vfmacc_vv_f32m4(acc, load_scales_m4(sc, f16_scales, vl), gs, vl);
 }
 
-template <class P, DType kFormat>
-inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& xr, void* y) {
+// Walks the column chunks of a's block range for one row of x. For every chunk (vl <=
+// VLMAX(e32, m8) columns) and weight group, group_sum(data, k0, rows, vl) returns the
+// group's sum of x * q over its columns; this adds s * (sum - z * group_sums[g]) into the
+// chunk's accumulator, then stores acc * out_scale (+ bias). Shared by the fp and the
+// int8-activation kernels, which differ only in group_sum.
+template <DType kFormat, class GroupSum>
+inline void quant_gemv_row(const LinearOperands& a, const float* group_sums, float out_scale, void* y,
+                           const GroupSum& group_sum) {
   const PackedLayout& l = *a.layout;
   const QuantSpec q = quant_spec_of(l);
   const bool f16_scales = q.scale_dtype == DType::kF16;
@@ -158,10 +164,10 @@ inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& x
       for (int64_t g = 0; g < G; ++g) {
         const uint8_t* rec = blk + g * full;
         const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
-        const vfloat32m8_t gs = quant_group_dot_m8<P, kFormat>(rec + doff + j, nb, rows, xr.x + k0, vl);
+        const vfloat32m8_t gs = group_sum(rec + doff + j, k0, rows, vl);
         // acc += s * (gs - z * sum(x)), in two m4 halves: with whole m8 temporaries the
         // scale and zero point would need 16 more registers and the compiler spills acc.
-        const float xsum = xr.group_sums[g];
+        const float xsum = group_sums[g];
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(rec) + j;
         const uint8_t* zp = rec + zoff + j;
         acc = __riscv_vset_v_f32m4_f32m8(
@@ -172,12 +178,21 @@ inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& x
               acc, 1, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1),
                                                 sc + vl0, zp + vl0, q.zero_points, f16_scales, xsum, vl1));
       }
-      if (P::kScaledX) acc = __riscv_vfmul_vf_f32m8(acc, xr.out_scale, vl);
+      if (out_scale != 1.0f) acc = __riscv_vfmul_vf_f32m8(acc, out_scale, vl);
       if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);
       store_out<Bf16Soft>(y, a.y_dtype, n0 + j, acc, vl);
       j += int64_t(vl);
     }
   }
+}
+
+template <class P, DType kFormat>
+inline void gemv_quant_packed_row(const LinearOperands& a, const QuantXRow<P>& xr, void* y) {
+  const int64_t nb = a.nb;
+  quant_gemv_row<kFormat>(a, xr.group_sums, xr.out_scale, y,
+                          [&](const uint8_t* d, int64_t k0, int64_t rows, size_t vl) {
+                            return quant_group_dot_m8<P, kFormat>(d, nb, rows, xr.x + k0, vl);
+                          });
 }
 
 // Row m of a through the scalar reference (ref/linear_ref.h), for rows with Inf or NaN.
