@@ -31,6 +31,23 @@ int error(Status s, const char* msg) {
   return int(s);
 }
 
+// The operands every linear entry shares; the caller fills in the weight.
+LinearProblem operands(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* bias, int bias_dtype,
+                       void* y, int64_t ldy, int y_dtype) {
+  LinearProblem p{};
+  p.M = m;
+  p.N = n;
+  p.K = k;
+  p.x = x;
+  p.ldx = ldx;
+  p.bias = bias;
+  p.bias_dtype = DType(bias_dtype);
+  p.y = y;
+  p.ldy = ldy;
+  p.y_dtype = DType(y_dtype);
+  return p;
+}
+
 rvv_cpu_features effective_cpu() {
   rvv_cpu_features cpu;
   // An invalid RVV_INDUCTOR_CPU leaves the scalar configuration in cpu: safe to use.
@@ -241,21 +258,11 @@ int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
     std::snprintf(t_last_error, kErrLen, "rvv_linear_packed_opts: unknown option bits 0x%x", unsigned(options));
     return int(Status::kBadShape);
   }
-  LinearProblem p{};
-  p.M = m;
-  p.N = n;
-  p.K = k;
-  p.x = x;
-  p.ldx = ldx;
+  LinearProblem p = operands(x, ldx, m, n, k, bias, bias_dtype, y, ldy, y_dtype);
   p.weight_layout = WeightLayout::kPacked;
   p.w = w_packed;
   p.layout = layout;
   p.nb = nb;
-  p.bias = bias;
-  p.bias_dtype = DType(bias_dtype);
-  p.y = y;
-  p.ldy = ldy;
-  p.y_dtype = DType(y_dtype);
   p.block_begin = block_begin;
   p.block_end = block_end;
   p.x_int8 = (options & RVV_LINEAR_X_INT8) ? 1 : 0;
@@ -265,20 +272,10 @@ int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
 
 int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const uint16_t* w,
                              int64_t ldw, const void* bias, int bias_dtype, void* y, int64_t ldy, int y_dtype) {
-  LinearProblem p{};
-  p.M = m;
-  p.N = n;
-  p.K = k;
-  p.x = x;
-  p.ldx = ldx;
+  LinearProblem p = operands(x, ldx, m, n, k, bias, bias_dtype, y, ldy, y_dtype);
   p.weight_layout = WeightLayout::kRowMajor;
   p.w = w;
   p.ldw = ldw;
-  p.bias = bias;
-  p.bias_dtype = DType(bias_dtype);
-  p.y = y;
-  p.ldy = ldy;
-  p.y_dtype = DType(y_dtype);
   p.block_end = -1;
   const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
   return s == Status::kOk ? finish(s) : int(s);
