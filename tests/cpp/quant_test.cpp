@@ -67,6 +67,16 @@ double dequant(const QuantWeight& w, int64_t n, int64_t k) {
   return double(w.values[size_t(n * w.K + k)] - z) * scale_to_f32(w.scales[size_t(n * G + g)], w.spec.scale_dtype);
 }
 
+// Y[M, N] (fp32, row stride N) = X . W^T over all columns, W packed in w.
+LinearProblem quant_problem(const QuantWeight& w, const std::vector<uint16_t>& x, int64_t M, std::vector<float>& y) {
+  LinearProblem p{};
+  p.M = M, p.N = w.N, p.K = w.K, p.x = x.data(), p.ldx = w.K;
+  p.weight_layout = WeightLayout::kPacked;
+  p.w = w.packed.data(), p.layout = &w.layout;
+  p.y = y.data(), p.ldy = w.N, p.y_dtype = DType::kF32, p.block_end = -1;
+  return p;
+}
+
 // FP64 reference on the dequantized weights. abs_sum bounds what the kernels sum in fp32:
 // per group they add x * q and subtract z * sum(x), then scale, so the terms' magnitudes
 // are |x| * (|q| + |z|) * |s|, which is what the error bound is taken over.
@@ -266,21 +276,10 @@ TEST(QuantKernels, MatchFp64ReferenceOnDequantizedWeights) {
                 const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(sh.N));
                 const DType y_dtype = M == 2 ? DType::kBF16 : DType::kF32;
                 std::vector<float> y(size_t(M * sh.N), -7.0f);
-                LinearProblem p{};
-                p.M = M;
-                p.N = sh.N;
-                p.K = sh.K;
-                p.x = x.data();
-                p.ldx = sh.K;
-                p.weight_layout = WeightLayout::kPacked;
-                p.w = w.packed.data();
-                p.layout = &w.layout;
+                LinearProblem p = quant_problem(w, x, M, y);
                 p.bias = with_bias ? bias.data() : nullptr;
                 p.bias_dtype = DType::kBF16;
-                p.y = y.data();
-                p.ldy = sh.N;
                 p.y_dtype = y_dtype;
-                p.block_end = -1;
                 char err[256] = "";
                 KernelPath used;
                 ASSERT_EQ(linear_bf16(p, var.cpu, &used, err, sizeof err), Status::kOk) << err;
@@ -308,11 +307,8 @@ TEST(QuantKernels, BlockRangeWritesOnlyItsColumns) {
       for (int64_t M : {1, 3}) {
         const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
         std::vector<float> y(size_t(M * N), -7.0f);
-        LinearProblem p{};
-        p.M = M, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
-        p.weight_layout = WeightLayout::kPacked;
-        p.w = w.packed.data(), p.layout = &w.layout, p.nb = nb;
-        p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32;
+        LinearProblem p = quant_problem(w, x, M, y);
+        p.nb = nb;
         p.block_begin = 2, p.block_end = 5;
         ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
         double amax;
@@ -340,11 +336,7 @@ TEST(QuantKernels, WideActivationRange) {
       std::vector<uint16_t> x = random_bf16_vector(rng, size_t(K));
       for (int64_t k = 0; k < K; ++k) x[size_t(k)] = f32_to_bf16(bf16_to_f32(x[size_t(k)]) * big);
       std::vector<float> y(static_cast<size_t>(N));
-      LinearProblem p{};
-      p.M = 1, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
-      p.weight_layout = WeightLayout::kPacked;
-      p.w = w.packed.data(), p.layout = &w.layout;
-      p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+      const LinearProblem p = quant_problem(w, x, 1, y);
       ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
       double amax;
       RefMatrix ref = quant_reference(w, x, 1, nullptr, DType::kBF16, &amax);
@@ -386,11 +378,7 @@ TEST(QuantKernels, Int8ActivationsWithinTheirBound) {
           std::vector<uint16_t> x = random_bf16_vector(rng, size_t(K));
           x[size_t(K / 3)] = f32_to_bf16(40.0f);  // one outlier: its block gets a coarse step
           std::vector<float> y(static_cast<size_t>(N));
-          LinearProblem p{};
-          p.M = 1, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
-          p.weight_layout = WeightLayout::kPacked;
-          p.w = w.packed.data(), p.layout = &w.layout;
-          p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+          LinearProblem p = quant_problem(w, x, 1, y);
           p.x_int8 = 1;
           ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
           const char* name = selected_kernel_name(p, var.cpu);
@@ -427,11 +415,7 @@ TEST(QuantKernels, NonFiniteActivationsFollowIeee) {
             std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
             x[7] = f32_to_bf16(bad);
             std::vector<float> y(static_cast<size_t>(M * N));
-            LinearProblem p{};
-            p.M = M, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
-            p.weight_layout = WeightLayout::kPacked;
-            p.w = w.packed.data(), p.layout = &w.layout;
-            p.y = y.data(), p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+            LinearProblem p = quant_problem(w, x, M, y);
             p.x_int8 = x8;
             ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
             double amax;

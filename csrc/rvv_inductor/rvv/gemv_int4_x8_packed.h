@@ -48,9 +48,9 @@ struct X8Row {
   const int8_t* xq;         // K + 1 values (x_q[K] = 0)
   const float* dx;          // per 16-block
   const float* group_sums;  // per weight group: sum over the group of x_q * dx
-  bool finite;              // false: x has Inf or NaN, which int8 cannot carry
 };
 
+// x must be finite (the caller checks).
 inline X8Row prepare_x8(const uint16_t* xb, int64_t K, int64_t gr, int64_t G, float* scratch) {
   float* xf = scratch;
   int8_t* xq = reinterpret_cast<int8_t*>(scratch + K);
@@ -61,8 +61,6 @@ inline X8Row prepare_x8(const uint16_t* xb, int64_t K, int64_t gr, int64_t G, fl
   const vfloat32m1_t fzero = __riscv_vfmv_s_f_f32m1(0.0f, 1);
   const vint32m1_t izero = __riscv_vmv_s_x_i32m1(0, 1);
   for (int64_t g = 0; g < G; ++g) sums[g] = 0.0f;
-  // Inf or NaN anywhere? (The max reductions below skip NaN, so the bits are checked.)
-  const bool finite = !row_has_nonfinite(xb, K);
   for (int64_t b = 0; b < nblk; ++b) {
     const int64_t k0 = b * kX8Block;
     const size_t vl = __riscv_vsetvl_e32m4(size_t(K - k0 < kX8Block ? K - k0 : kX8Block));
@@ -79,7 +77,7 @@ inline X8Row prepare_x8(const uint16_t* xb, int64_t K, int64_t gr, int64_t G, fl
     sums[k0 / gr] += float(qs) * d;
   }
   xq[K] = 0;
-  return X8Row{xq, dx, sums, finite};
+  return X8Row{xq, dx, sums};
 }
 
 inline void gemv_int4_x8_row(const LinearOperands& a, const X8Row& xr, void* y) {
@@ -106,28 +104,14 @@ inline void gemv_int4_x8_row(const LinearOperands& a, const X8Row& xr, void* y) 
   });
 }
 
-// Any M (rows one at a time); meant for M == 1. Needs group sizes that are multiples of 16
-// (the dispatcher falls back to the fp kernels otherwise).
+// Needs group sizes that are multiples of 16 (the dispatcher falls back to the fp kernels
+// otherwise). Inf and NaN cannot be carried by int8: such rows take the scalar reference.
 inline Status gemv_int4_x8_packed_1xm8(const LinearOperands& a) {
   const QuantSpec q = quant_spec_of(*a.layout);
   const int64_t gr = quant_group_rows(q, a.K), G = quant_num_groups(q, a.K);
-  F32Scratch<2048> scratch;
-  float* s = scratch.get(a.scratch, x8_scratch_floats(a.K, G));
-  if (!s) return Status::kNoMemory;
-  const size_t ysize = a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float);
-  for (int64_t m = 0; m < a.M; ++m) {
-    const uint16_t* xb = a.x + m * a.ldx;
-    void* y = static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize;
-    const X8Row xr = prepare_x8(xb, a.K, gr, G, s);
-    if (xr.finite) {
-      gemv_int4_x8_row(a, xr, y);
-    } else {
-      // Inf and NaN cannot be carried by int8: this row takes the scalar reference.
-      const Status st = quant_row_reference(a, m, s);
-      if (st != Status::kOk) return st;
-    }
-  }
-  return Status::kOk;
+  return quant_gemv_rows(a, x8_scratch_floats(a.K, G), true, [&](const uint16_t* xb, float* s, void* y) {
+    gemv_int4_x8_row(a, prepare_x8(xb, a.K, gr, G, s), y);
+  });
 }
 
 }  // namespace rvv

@@ -205,25 +205,37 @@ inline Status quant_row_reference(const LinearOperands& a, int64_t m, float* scr
   return ref::linear_quant_packed_ref(r);
 }
 
-// Any M (rows one at a time, each re-reading the weight); meant for M == 1.
-template <class P, DType kFormat>
-inline Status gemv_quant_packed_1xm8(const LinearOperands& a) {
-  const QuantSpec q = quant_spec_of(*a.layout);
-  const int64_t gr = quant_group_rows(q, a.K), G = quant_num_groups(q, a.K);
+// Runs row(x_row, scratch, y_row) for each of the M rows (each re-reading the weight: meant
+// for M == 1), with scratch_floats of scratch; rows holding Inf or NaN go to the scalar
+// reference instead when nonfinite_to_reference is set (see row_has_nonfinite).
+template <class RowFn>
+inline Status quant_gemv_rows(const LinearOperands& a, int64_t scratch_floats, bool nonfinite_to_reference,
+                              const RowFn& row) {
   F32Scratch<2048> scratch;
-  float* s = scratch.get(a.scratch, quant_x_scratch_floats(a.K, G));
+  float* s = scratch.get(a.scratch, scratch_floats);
   if (!s) return Status::kNoMemory;
   const size_t ysize = a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float);
   for (int64_t m = 0; m < a.M; ++m) {
-    if (kFormat == DType::kInt4 && row_has_nonfinite(a.x + m * a.ldx, a.K)) {
+    const uint16_t* xb = a.x + m * a.ldx;
+    if (nonfinite_to_reference && row_has_nonfinite(xb, a.K)) {
       const Status st = quant_row_reference(a, m, s);
       if (st != Status::kOk) return st;
       continue;
     }
-    const QuantXRow<P> xr = prepare_quant_x<P>(a.x + m * a.ldx, a.K, gr, G, s);
-    gemv_quant_packed_row<P, kFormat>(a, xr, static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize);
+    row(xb, s, static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize);
   }
   return Status::kOk;
+}
+
+template <class P, DType kFormat>
+inline Status gemv_quant_packed_1xm8(const LinearOperands& a) {
+  const QuantSpec q = quant_spec_of(*a.layout);
+  const int64_t gr = quant_group_rows(q, a.K), G = quant_num_groups(q, a.K);
+  // INT8 has no zero-point correction, so Inf and NaN propagate as IEEE says by themselves.
+  return quant_gemv_rows(a, quant_x_scratch_floats(a.K, G), kFormat == DType::kInt4,
+                         [&](const uint16_t* xb, float* s, void* y) {
+                           gemv_quant_packed_row<P, kFormat>(a, prepare_quant_x<P>(xb, a.K, gr, G, s), y);
+                         });
 }
 
 }  // namespace rvv
