@@ -156,6 +156,9 @@ def combine(samples, n_full):
     """Full run, or the two-point linear extrapolation in N of every counter."""
     if "full" in samples:
         return dict(samples["full"][1]), False
+    if "sample1" not in samples or "sample2" not in samples:
+        sys.exit(f"report.py: a sampled row (N = {n_full}) has only {', '.join(samples)}: an interrupted run? "
+                 "finish it with bench/run.sh --resume")
     (n1, a), (n2, b) = samples["sample1"], samples["sample2"]
     out = {}
     for k, va in a.items():
