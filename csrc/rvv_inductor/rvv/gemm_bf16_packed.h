@@ -29,11 +29,7 @@ inline Status gemm_bf16_packed_6xm4(const LinearOperands& a) {
   F32Scratch<1024> scratch;
   float* xp = scratch.get(a.scratch, M * K);
   if (!xp) return Status::kNoMemory;
-  // Panel starting at row m0 lives at xp + m0 * K, rows * K floats.
-  for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
-    const int rows = int(M - m0 < kGemmMR ? M - m0 : kGemmMR);
-    pack_a_panel_f32<Ops>(a.x + m0 * a.ldx, a.ldx, rows, 0, K, xp + m0 * K);
-  }
+  pack_a_panels_f32<Ops>(a.x, a.ldx, M, K, kGemmMR, xp);
   for (int64_t b = a.block_begin; b < a.block_end; ++b) {
     const int64_t n0 = b * nb;
     const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;

@@ -102,10 +102,7 @@ inline Status gemm_quant_packed_4xm4(const LinearOperands& a) {
   F32Scratch<1024> scratch;
   float* xp = scratch.get(a.scratch, M * K);
   if (!xp) return Status::kNoMemory;
-  for (int64_t m0 = 0; m0 < M; m0 += kQuantGemmMR) {
-    const int rows = int(M - m0 < kQuantGemmMR ? M - m0 : kQuantGemmMR);
-    pack_a_panel_f32<Bf16Soft>(a.x + m0 * a.ldx, a.ldx, rows, 0, K, xp + m0 * K);
-  }
+  pack_a_panels_f32<Bf16Soft>(a.x, a.ldx, M, K, kQuantGemmMR, xp);
   const uint8_t* base = static_cast<const uint8_t*>(a.w);
   for (int64_t b = a.block_begin; b < a.block_end; ++b) {
     const int64_t n0 = b * nb;

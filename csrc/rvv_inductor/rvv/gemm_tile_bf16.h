@@ -88,6 +88,16 @@ inline void pack_a_panel_f32(const uint16_t* A, int64_t lda, int rows, int64_t k
   }
 }
 
+// All M rows of A as fp32 panels of mr rows (the last one shorter): the panel of row m0
+// lives at out + m0 * K, [k][rows] as pack_a_panel_f32 writes it.
+template <class Ops>
+inline void pack_a_panels_f32(const uint16_t* A, int64_t lda, int64_t M, int64_t K, int mr, float* out) {
+  for (int64_t m0 = 0; m0 < M; m0 += mr) {
+    const int rows = int(M - m0 < mr ? M - m0 : mr);
+    pack_a_panel_f32<Ops>(A + m0 * lda, lda, rows, 0, K, out + m0 * K);
+  }
+}
+
 }  // namespace rvv
 RVV_INDUCTOR_END_NAMESPACE
 #endif  // RVV_INDUCTOR_HAS_RVV
