@@ -16,13 +16,13 @@ from .cpu import CpuOverrideError
 from .integration import disable, enable, is_enabled, status
 from .policy import Gate
 
-__all__ = ["enable", "disable", "is_enabled", "status", "compile_linears", "RVVLinear", "CpuOverrideError",
-           "Gate"]
+__all__ = ["enable", "disable", "is_enabled", "status", "compile_linears", "RVVLinear", "RVVQuantLinear",
+           "CpuOverrideError", "Gate"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    if name in ("compile_linears", "RVVLinear"):
+    if name in ("compile_linears", "RVVLinear", "RVVQuantLinear"):
         from . import regional
 
         return getattr(regional, name)

@@ -20,7 +20,7 @@ _PKG = Path(__file__).resolve().parent
 _REPO = _PKG.parent.parent
 
 # abi_types.h
-RVV_DTYPE_BF16, RVV_DTYPE_F32 = 1, 2
+RVV_DTYPE_BF16, RVV_DTYPE_F32, RVV_DTYPE_F16, RVV_DTYPE_INT8, RVV_DTYPE_INT4 = 1, 2, 3, 4, 5
 RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2
 RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES = 1, 2
 
@@ -123,6 +123,15 @@ def _declare(h: ctypes.CDLL, path: Path) -> None:
         "rvv_linear_bf16_packed": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, layout, _I64, _P, ctypes.c_int,
                                                   _P, _I64, ctypes.c_int, _I64, _I64]),
         "rvv_count_region": (ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
+        # quantized weights (capi.h)
+        "rvv_quant_layout": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, _I64, _I64, _I64,
+                                            layout]),
+        "rvv_quantize_pack": (ctypes.c_int, [_P, _I64, layout, _P, _I64]),
+        "rvv_pack_quantized": (ctypes.c_int, [_P, _I64, _P, _P, layout, _P, _I64]),
+        "rvv_unpack_quantized": (ctypes.c_int, [_P, layout, _P, _P, _P]),
+        "rvv_dequantize": (ctypes.c_int, [_P, layout, _P, _I64, _I64]),
+        "rvv_linear_packed_opts": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, layout, _I64, _P, ctypes.c_int,
+                                                  _P, _I64, ctypes.c_int, _I64, _I64, ctypes.c_int]),
     }
     for name, (restype, argtypes) in signatures.items():
         try:
@@ -150,6 +159,18 @@ def make_layout(n: int, k: int, nb: int) -> PackedLayout:
     and bytes of the packed buffer. The kernels validate it against each call."""
     lay = PackedLayout()
     check(lib().rvv_make_layout(n, k, nb, ctypes.byref(lay)), "layout")
+    return lay
+
+
+def quant_layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool, n: int, k: int,
+                 nb: int) -> PackedLayout:
+    """The descriptor of W[n, k] quantized to ``fmt`` (RVV_DTYPE_INT8/INT4) with K groups of
+    ``group_size`` rows (0: one per output channel, INT8 only) and 16-bit scales of
+    ``scale_dtype`` (RVV_DTYPE_F16/BF16); NativeCallError with the library's message if the
+    combination is not supported."""
+    lay = PackedLayout()
+    check(lib().rvv_quant_layout(fmt, group_size, scale_dtype, int(zero_points), n, k, nb, ctypes.byref(lay)),
+          "quant layout")
     return lay
 
 

@@ -5,12 +5,17 @@ Eagerly it runs the C++ dispatcher (RVV or the scalar reference). Under torch.co
 with ``rvv_inductor.enable()``, Inductor lowers it to the C++ GEMM template with the RVV
 micro-GEMM, reading ``wp`` in place: one generated kernel, no per-call weight copy, and
 the weight stays a graph *input*, so in-place updates are seen without recompiling.
+
+``linear_packed_q(x[M, K], wq[bytes] uint8, bias[N]?, n, fmt, group_size, scale_dtype,
+zero_points, nb) -> y[M, N]``: the same for an INT8/INT4 weight quantized and packed by
+``quantized.py`` (the ints are the C ABI's layout fields). It has no Inductor lowering:
+inside a compiled graph it is one extern call of the C++ kernel (no graph break).
 """
 from __future__ import annotations
 
 import torch
 
-from . import packed
+from . import packed, quantized
 
 _lib = torch.library.Library("rvv_inductor", "DEF")
 _lib.define("linear_packed(Tensor x, Tensor wp, Tensor? bias, int n) -> Tensor")
@@ -29,3 +34,23 @@ def _linear_packed_fake(x, wp, bias, n):
 
 
 linear_packed = torch.ops.rvv_inductor.linear_packed.default
+
+
+_lib.define("linear_packed_q(Tensor x, Tensor wq, Tensor? bias, int n, int fmt, int group_size, int scale_dtype, "
+            "int zero_points, int nb) -> Tensor")
+
+
+@torch.library.impl(_lib, "linear_packed_q", "CPU")
+def _linear_packed_q_cpu(x, wq, bias, n, fmt, group_size, scale_dtype, zero_points, nb):
+    lay = quantized.layout(fmt, group_size, scale_dtype, bool(zero_points), n, x.shape[1], nb)
+    return quantized.linear(x, wq, bias, lay)
+
+
+@torch.library.register_fake("rvv_inductor::linear_packed_q")
+def _linear_packed_q_fake(x, wq, bias, n, fmt, group_size, scale_dtype, zero_points, nb):
+    torch._check(x.dim() == 2 and wq.dim() == 1,
+                 lambda: f"linear_packed_q: x {tuple(x.shape)} / packed weight {tuple(wq.shape)}")
+    return x.new_empty(x.shape[0], n)
+
+
+linear_packed_q = torch.ops.rvv_inductor.linear_packed_q.default

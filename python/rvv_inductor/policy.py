@@ -115,3 +115,13 @@ def m_bucket(m: int) -> int:
         if m <= b:
             return b
     return M_BUCKETS[-1]
+
+
+# --- weight formats of compile_linears(weights=...) ------------------------------------
+WEIGHT_FORMATS = ("bf16", "int8", "int4")
+# K rows per scale group, per format (0: one scale per output channel). INT8 defaults to
+# per channel (the measured decode path, 1.04 bytes read per packed byte); INT4 to 64:
+# half the scale bytes of llama.cpp's 32 (4.25 instead of 4.5 bits per weight, which is
+# what decode streams) with a finer grid than 128, and the size the kernels were measured at.
+DEFAULT_GROUP_SIZE = {"int8": 0, "int4": 64}
+GROUP_SIZES = {"int8": (0, 32, 64, 128, 256), "int4": (32, 64, 128)}

@@ -1,0 +1,124 @@
+"""Quantized (INT8 / INT4) packed weights as torch tensors, through the C++ core's C ABI.
+
+A weight W[N, K] is quantized once and packed into a flat uint8 tensor whose layout
+(``_native.PackedLayout``: format, group size, scale dtype, zero points, block width) is
+the C ABI's (``csrc/README.md``, "Quantized weights"). Quantizing, dequantizing and the
+kernel call all go to ``csrc/``; this module moves tensor pointers across ctypes and
+checks shapes, so bad input is a Python exception, never a crash.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+
+from . import _native
+from ._native import RVV_DTYPE_BF16, RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8, PackedLayout
+
+FORMAT_CODES = {"int8": RVV_DTYPE_INT8, "int4": RVV_DTYPE_INT4}
+FORMAT_NAMES = {v: k for k, v in FORMAT_CODES.items()}
+SCALE_DTYPES = {"f16": RVV_DTYPE_F16, "bf16": RVV_DTYPE_BF16}
+_SCALE_TORCH = {RVV_DTYPE_F16: torch.float16, RVV_DTYPE_BF16: torch.bfloat16}
+
+
+class QuantError(_native.NativeCallError):
+    pass
+
+
+@functools.lru_cache(maxsize=None)
+def layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool, n: int, k: int, nb: int) -> PackedLayout:
+    """The descriptor of W[n, k] in that format (cached: callers must not modify it)."""
+    try:
+        return _native.quant_layout(fmt, group_size, scale_dtype, zero_points, n, k, nb)
+    except _native.NativeCallError as e:
+        raise QuantError(str(e)) from None
+
+
+def num_groups(lay: PackedLayout) -> int:
+    return 1 if lay.group_size == 0 else -(-lay.k // lay.group_size)
+
+
+def quantize_pack(weight: torch.Tensor, lay: PackedLayout) -> torch.Tensor:
+    """bf16 W[N, K] -> the packed bytes (uint8 [lay.bytes]), round to nearest."""
+    if weight.dtype != torch.bfloat16 or weight.dim() != 2 or tuple(weight.shape) != (lay.n, lay.k):
+        raise QuantError(f"expected a [{lay.n}, {lay.k}] bfloat16 weight, got {tuple(weight.shape)} {weight.dtype}")
+    weight = weight.detach().to("cpu")
+    if weight.stride(1) != 1:
+        weight = weight.contiguous()
+    out = torch.empty(lay.bytes, dtype=torch.uint8)
+    _native.check(_native.lib().rvv_quantize_pack(weight.data_ptr(), weight.stride(0), ctypes.byref(lay),
+                                                  out.data_ptr(), out.numel()), "quantize", QuantError)
+    return out
+
+
+def pack_quantized(values: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None,
+                   lay: PackedLayout) -> torch.Tensor:
+    """Already-quantized values [N, K] (int8; INT4: 0..15), scales [N, groups] (16-bit, the
+    layout's scale dtype) and zero points [N, groups] (uint8, or None) -> packed bytes,
+    bit for bit."""
+    g = num_groups(lay)
+    if values.dtype != torch.int8 or tuple(values.shape) != (lay.n, lay.k):
+        raise QuantError(f"expected int8 values [{lay.n}, {lay.k}], got {tuple(values.shape)} {values.dtype}")
+    if scales.element_size() != 2 or tuple(scales.shape) != (lay.n, g):
+        raise QuantError(f"expected 16-bit scales [{lay.n}, {g}], got {tuple(scales.shape)} {scales.dtype}")
+    if zeros is not None and (zeros.dtype != torch.uint8 or tuple(zeros.shape) != (lay.n, g)):
+        raise QuantError(f"expected uint8 zero points [{lay.n}, {g}], got {tuple(zeros.shape)} {zeros.dtype}")
+    values, scales = values.contiguous(), scales.contiguous()
+    zeros = zeros.contiguous() if zeros is not None else None
+    out = torch.empty(lay.bytes, dtype=torch.uint8)
+    _native.check(_native.lib().rvv_pack_quantized(values.data_ptr(), lay.k, scales.data_ptr(),
+                                                   zeros.data_ptr() if zeros is not None else None,
+                                                   ctypes.byref(lay), out.data_ptr(), out.numel()),
+                  "pack quantized", QuantError)
+    return out
+
+
+def _check_packed(packed: torch.Tensor, lay: PackedLayout) -> torch.Tensor:
+    if packed.dtype != torch.uint8 or packed.dim() != 1 or packed.numel() < lay.bytes:
+        raise QuantError(f"expected a uint8 buffer of {lay.bytes} bytes, got {tuple(packed.shape)} {packed.dtype}")
+    return packed.contiguous()
+
+
+def unpack_quantized(packed: torch.Tensor, lay: PackedLayout) -> dict[str, torch.Tensor | None]:
+    """The stored values [N, K] int8, scales [N, groups] (float16 or bfloat16) and zero points
+    [N, groups] uint8 (the implicit ones, 8 for symmetric INT4, 0 for INT8)."""
+    packed = _check_packed(packed, lay)
+    g = num_groups(lay)
+    values = torch.empty(lay.n, lay.k, dtype=torch.int8)
+    scales = torch.empty(lay.n, g, dtype=_SCALE_TORCH[lay.scale_dtype])
+    zeros = torch.empty(lay.n, g, dtype=torch.uint8)
+    _native.check(_native.lib().rvv_unpack_quantized(packed.data_ptr(), ctypes.byref(lay), values.data_ptr(),
+                                                     scales.data_ptr(), zeros.data_ptr()), "unpack", QuantError)
+    return {"values": values, "scales": scales, "zeros": zeros}
+
+
+def dequantize(packed: torch.Tensor, lay: PackedLayout) -> torch.Tensor:
+    """The weight the kernels multiply with, (q - z) * s, exactly, as FP32 [N, K]."""
+    packed = _check_packed(packed, lay)
+    out = torch.empty(lay.n, lay.k, dtype=torch.float32)
+    _native.check(_native.lib().rvv_dequantize(packed.data_ptr(), ctypes.byref(lay), out.data_ptr(), lay.k,
+                                               out.numel()), "dequantize", QuantError)
+    return out
+
+
+def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, lay: PackedLayout) -> torch.Tensor:
+    """Y[M, N] = X[M, K] . W^T (+ bias), bf16 in and out, W quantized and packed
+    (``rvv_linear_packed_opts``: RVV when the CPU has V, the scalar reference otherwise)."""
+    n, k = lay.n, lay.k
+    packed = _check_packed(packed, lay)
+    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != k:
+        raise QuantError(f"expected x of shape [M, {k}] bfloat16, got {tuple(x.shape)} {x.dtype}")
+    if bias is not None and (bias.dtype != torch.bfloat16 or tuple(bias.shape) != (n,)):
+        raise QuantError(f"expected a bfloat16 bias of shape [{n}], got {tuple(bias.shape)} {bias.dtype}")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    bias = bias.contiguous() if bias is not None else None
+    m = x.shape[0]
+    y = torch.empty(m, n, dtype=torch.bfloat16)
+    if m == 0:
+        return y
+    _native.check(_native.lib().rvv_linear_packed_opts(
+        x.data_ptr(), x.stride(0), m, n, k, packed.data_ptr(), ctypes.byref(lay), lay.nb,
+        bias.data_ptr() if bias is not None else None, RVV_DTYPE_BF16 if bias is not None else 0,
+        y.data_ptr(), n, RVV_DTYPE_BF16, 0, -1, 0), "linear", QuantError)
+    return y
