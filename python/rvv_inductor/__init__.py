@@ -17,7 +17,7 @@ from .integration import disable, enable, is_enabled, status
 from .policy import Gate
 
 __all__ = ["enable", "disable", "is_enabled", "status", "compile_linears", "RVVLinear", "RVVQuantLinear",
-           "CpuOverrideError", "Gate"]
+           "load_gguf", "CpuOverrideError", "Gate"]
 __version__ = "0.1.0"
 
 
@@ -26,6 +26,10 @@ def __getattr__(name):
         from . import regional
 
         return getattr(regional, name)
+    if name == "load_gguf":
+        from .gguf_load import load_gguf
+
+        return load_gguf
     raise AttributeError(name)
 
 
