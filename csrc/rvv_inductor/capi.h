@@ -88,6 +88,12 @@ int rvv_unpack_quantized(const uint8_t* packed, const rvv_packed_layout* layout,
  * (w_elements >= (n-1)*ldw + k). */
 int rvv_dequantize(const uint8_t* packed, const rvv_packed_layout* layout, float* w, int64_t ldw, int64_t w_elements);
 
+/* Rows rows[0..nrows) of the dequantized weight (q - z) * s as fp32, row i at w + i * ldw
+ * (w_elements >= (nrows-1)*ldw + k): what a tied embedding reads from a quantized lm_head.
+ * A row outside [0, n) is RVV_ERR_BAD_SHAPE, nothing written. */
+int rvv_dequantize_rows(const uint8_t* packed, const rvv_packed_layout* layout, const int64_t* rows, int64_t nrows,
+                        float* w, int64_t ldw, int64_t w_elements);
+
 /* rvv_linear_bf16_packed with options: RVV_LINEAR_X_INT8 lets INT4 decode quantize the
  * activations to INT8 (faster, its own error bound; see csrc/README.md). */
 enum { RVV_LINEAR_X_INT8 = 1 };

@@ -251,6 +251,34 @@ int rvv_dequantize(const uint8_t* packed, const rvv_packed_layout* layout, float
   return s == Status::kOk ? finish(s) : int(s);
 }
 
+int rvv_dequantize_rows(const uint8_t* packed, const rvv_packed_layout* layout, const int64_t* rows, int64_t nrows,
+                        float* w, int64_t ldw, int64_t w_elements) {
+  Status s = check_quant_buffer(layout, layout ? layout->bytes : 0, "rvv_dequantize_rows");
+  if (s != Status::kOk) return int(s);
+  const int64_t K = layout->k;
+  if (nrows < 0 || ldw < K) {
+    std::snprintf(t_last_error, kErrLen, "rvv_dequantize_rows: nrows=%lld, ldw=%lld (K=%lld)", (long long)nrows,
+                  (long long)ldw, (long long)K);
+    return int(Status::kBadShape);
+  }
+  if (nrows == 0 || K == 0) return finish(Status::kOk);
+  if (!packed || !rows || !w) return error(Status::kNullPointer, "rvv_dequantize_rows: null pointer");
+  if (w_elements < (nrows - 1) * ldw + K) {
+    std::snprintf(t_last_error, kErrLen, "rvv_dequantize_rows: w has %lld elements, %lld needed", (long long)w_elements,
+                  (long long)((nrows - 1) * ldw + K));
+    return int(Status::kBufferTooSmall);
+  }
+  for (int64_t i = 0; i < nrows; ++i)
+    if (rows[i] < 0 || rows[i] >= layout->n) {
+      std::snprintf(t_last_error, kErrLen, "rvv_dequantize_rows: row %lld (index %lld) is outside [0, %lld)",
+                    (long long)rows[i], (long long)i, (long long)layout->n);
+      return int(Status::kBadShape);
+    }
+  for (int64_t i = 0; i < nrows; ++i)
+    for (int64_t k = 0; k < K; ++k) w[i * ldw + k] = dequantized_weight(packed, *layout, rows[i], k);
+  return finish(Status::kOk);
+}
+
 int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* w_packed,
                            const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
                            int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options) {

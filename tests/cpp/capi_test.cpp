@@ -73,6 +73,27 @@ TEST(CApi, QuantizedWeights) {
         const double step = gmax / (f.format == RVV_DTYPE_INT8 ? 127.0 : 7.0) * 1.02;
         ASSERT_LE(std::fabs(deq[size_t(n * K + k)] - bf16_value(w[size_t(n * K + k)])), step) << n << "," << k;
       }
+    // Selected rows (a tied embedding's lookups): the same numbers as the full dequantization,
+    // in the order asked, repeats allowed; a row outside [0, N) is an error.
+    {
+      const std::vector<int64_t> rows = {N - 1, 0, 37, 37, nb < N ? nb : 1};
+      const int64_t ld = K + 3;
+      std::vector<float> got(size_t(int64_t(rows.size()) * ld), -7.0f);
+      ASSERT_EQ(rvv_dequantize_rows(packed.data(), &l, rows.data(), int64_t(rows.size()), got.data(), ld,
+                                    int64_t(got.size())),
+                RVV_OK)
+          << last_error();
+      for (size_t i = 0; i < rows.size(); ++i) {
+        for (int64_t k = 0; k < K; ++k) ASSERT_EQ(got[i * size_t(ld) + size_t(k)], deq[size_t(rows[i] * K + k)]) << i << "," << k;
+        for (int64_t k = K; k < ld; ++k) ASSERT_EQ(got[i * size_t(ld) + size_t(k)], -7.0f);
+      }
+      const int64_t bad[] = {0, N};
+      EXPECT_EQ(rvv_dequantize_rows(packed.data(), &l, bad, 2, got.data(), ld, int64_t(got.size())), RVV_ERR_BAD_SHAPE);
+      EXPECT_NE(last_error().find("outside"), std::string::npos) << last_error();
+      const int64_t neg[] = {-1};
+      EXPECT_EQ(rvv_dequantize_rows(packed.data(), &l, neg, 1, got.data(), ld, int64_t(got.size())), RVV_ERR_BAD_SHAPE);
+      EXPECT_EQ(rvv_dequantize_rows(packed.data(), &l, rows.data(), 2, got.data(), ld, ld), RVV_ERR_BUFFER_TOO_SMALL);
+    }
     // Unpack and pack again: the same bytes.
     const int64_t G = (K + gr - 1) / gr;
     std::vector<int8_t> q(size_t(N * K));
