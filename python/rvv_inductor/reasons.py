@@ -45,6 +45,8 @@ class Policy(enum.Enum):
     DYNAMIC = "dynamic shape"
     GATE = "gate"
     LAYOUT = "layout"
+    KEPT_BF16 = "kept in BF16 (keep_bf16)"
+    NOT_QUANTIZABLE = "cannot be quantized as asked"
 
 
 class Defect(enum.Enum):
