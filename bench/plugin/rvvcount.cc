@@ -4,8 +4,26 @@
 // Regions are delimited by architectural no-op hints that compilers never emit:
 //   ori  x0, x0, ID   begin region ID (1..2047)
 //   xori x0, x0, ID   end region ID
-// (csrc/rvv_inductor/markers.h has the macros). Everything the same guest thread executes strictly
-// between the two markers is charged to ID; other threads are never charged.
+// (csrc/rvv_inductor/markers.h has the macros). A region is opened and closed by one guest
+// thread (its owner); everything EVERY thread of the process executes while it is open is
+// charged to ID, per thread: the report has the totals over all threads (the keys that
+// existed before threads were counted keep their names and now mean "all threads"), a
+// "threads" breakdown keyed by QEMU vCPU index (one per guest thread in linux-user; the
+// owner is "owner_vcpu"), and the imbalance max/mean over the threads that executed at
+// least one instruction in the region ("threads_active"). One region is open at a time:
+// a begin while another is open (from any thread) is ignored and noted.
+//
+// Idle threads: a thread spinning while a region is open is charged like any other work
+// (the plugin cannot tell a spin loop from work). Counting runs of OpenMP code should set
+// OMP_WAIT_POLICY=passive so that idle workers sleep in futex(2) instead; every thread's
+// system calls in the region are counted ("syscalls"), which shows the waits.
+//
+// Cache model: each thread has its own L1 and L2 (both cold at every region begin): the
+// counts of a thread depend on that thread's accesses only, so they are deterministic
+// whatever the host scheduling. On the K1 the L2 is shared per 4-core cluster, so data
+// that several threads read (the activations of a Linear whose N is split) is charged
+// to DRAM once per thread here: an overcount of at most (threads - 1) x the shared
+// bytes, small next to the disjoint weight slices the threads stream.
 //
 // A guest can describe its buffers with a private system call (number RVVCOUNT_SYSCALL,
 // which Linux does not have and which returns -ENOSYS harmlessly on real hardware):
@@ -36,6 +54,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sched.h>
 #include <string>
 #include <vector>
 
@@ -319,6 +338,7 @@ struct Counters {
   uint64_t l1_accesses = 0, l1_misses = 0, l2_misses = 0;
   uint64_t dram_read_lines[TAG_KINDS] = {};
   uint64_t dram_write_lines = 0;
+  uint64_t syscalls = 0;
   std::map<std::string, uint64_t> hist;
 
   void add(const Counters &o) {
@@ -341,6 +361,7 @@ struct Counters {
     l2_misses += o.l2_misses;
     for (int i = 0; i < TAG_KINDS; i++) dram_read_lines[i] += o.dram_read_lines[i];
     dram_write_lines += o.dram_write_lines;
+    syscalls += o.syscalls;
     for (auto &kv : o.hist) hist[kv.first] += kv.second;
   }
 };
@@ -373,19 +394,42 @@ struct Segment {
   VType vset_vtype;
 };
 
-std::mutex g_mu;  // guards g_hist_names, g_regions, g_tags, g_segments, g_notes
+// What one region id accumulated over its calls.
+struct Region {
+  uint64_t calls = 0;
+  unsigned owner = 0;  // vCPU index of the thread that opened it (last call)
+  Counters total;      // all threads
+  std::map<unsigned, std::pair<uint64_t, Counters>> threads;  // vCPU -> (calls joined, counters)
+};
+
+std::mutex g_mu;  // guards g_hist_names, g_regions, g_tags, g_segments, g_notes and the open-region fields
 std::vector<std::string> g_hist_names;
 std::map<std::string, uint32_t> g_hist_index;
 std::vector<std::unique_ptr<Segment>> g_segments;  // kept for the process lifetime
-std::map<int, std::pair<uint64_t, Counters>> g_regions;  // id -> (calls, totals)
+std::map<int, Region> g_regions;
 std::vector<Range> g_tags;
 std::map<std::string, uint64_t> g_notes;
 int g_api_cur = 0;
 
+// The open region. g_open is its epoch (a new number at every begin), 0 when none is
+// open. The other fields are written under g_mu before g_open is published (release)
+// and stay constant while it is open, so vCPUs read them without the lock.
+std::atomic<uint64_t> g_open{0};
+uint64_t g_epoch = 0;
+int g_open_id = 0;
+unsigned g_owner = 0;
+Range g_open_tags[8];
+int g_open_ntags = 0;
+
 // ---------------------------------------------------------------- per-vCPU state
+// Counters of a vCPU belong to the region epoch in `epoch`. Only the vCPU's own thread
+// updates them, between acquire() and release(); the owner closing the region reads them
+// after it has closed g_open and seen `busy` clear (a Dekker handshake with seq_cst
+// fences), so no update can be lost or land after the read.
 struct Vcpu {
   VType vt;
-  int region = 0;  // open region id, 0 if none
+  std::atomic<int> busy{0};
+  uint64_t epoch = 0;
   Counters c;
   Range tags[8];
   int ntags = 0;
@@ -398,6 +442,7 @@ struct Vcpu {
 };
 constexpr unsigned kMaxVcpus = 4096;
 std::atomic<Vcpu *> g_vcpu[kMaxVcpus];
+std::atomic<unsigned> g_nvcpus{0};  // 1 + the highest vCPU index seen
 
 Vcpu *vcpu(unsigned i) {
   if (i >= kMaxVcpus) return nullptr;
@@ -409,11 +454,14 @@ Vcpu *vcpu(unsigned i) {
       v->l2.init(cfg.l2_size, cfg.l2_ways, cfg.l2_line);
     }
     g_vcpu[i].store(v, std::memory_order_release);
+    unsigned cur = g_nvcpus.load();
+    while (cur < i + 1 && !g_nvcpus.compare_exchange_weak(cur, i + 1)) {
+    }
   }
   return v;
 }
 
-void note(const std::string &what) {
+[[maybe_unused]] void note(const std::string &what) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_notes[what]++;
 }
@@ -453,47 +501,85 @@ void cache_flush(Vcpu *v) {
 }
 
 // ---------------------------------------------------------------- execution callbacks
-void region_begin(Vcpu *v, int id) {
-  if (v->region) {
-    note("nested or unterminated region begin (ignored)");
-    return;
-  }
-  v->region = id;
+// The vCPU joins epoch e: its counters, tags and caches start afresh (cold caches: the
+// region's own traffic, nothing inherited). Called by the vCPU's thread inside acquire().
+void enter(Vcpu *v, uint64_t e) {
+  v->epoch = e;
   v->c = Counters();
-  v->hist.clear();
-  {
-    std::lock_guard<std::mutex> lk(g_mu);
-    v->ntags = 0;
-    for (auto &r : g_tags)
-      if (v->ntags < 8) v->tags[v->ntags++] = r;
-  }
-  if (cfg.cache) {  // cold caches: the region's own traffic, nothing inherited
+  std::fill(v->hist.begin(), v->hist.end(), 0);
+  v->ntags = g_open_ntags;
+  for (int i = 0; i < g_open_ntags; i++) v->tags[i] = g_open_tags[i];
+  if (cfg.cache) {
     v->l1.reset();
     v->l2.reset();
   }
 }
 
-void region_end(Vcpu *v, int id) {
-  if (v->region != id) {
-    note("region end without matching begin (ignored)");
+// Non-zero (the open epoch) when a region is open: the caller may then update v's
+// counters and must call release(v) afterwards. 0: nothing to charge, no release.
+inline uint64_t acquire(Vcpu *v) {
+  if (!g_open.load(std::memory_order_relaxed)) return 0;
+  v->busy.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint64_t e = g_open.load(std::memory_order_acquire);
+  if (!e) {
+    v->busy.store(0, std::memory_order_release);
+    return 0;
+  }
+  if (v->epoch != e) enter(v, e);
+  return e;
+}
+inline void release(Vcpu *v) { v->busy.store(0, std::memory_order_release); }
+
+void region_begin(unsigned idx, int id) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_open.load()) {
+    g_notes["region begin while another region is open (ignored)"]++;
     return;
   }
-  if (cfg.cache) cache_flush(v);
+  g_open_ntags = 0;
+  for (auto &r : g_tags)
+    if (g_open_ntags < 8) g_open_tags[g_open_ntags++] = r;
+  g_open_id = id;
+  g_owner = idx;
+  g_open.store(++g_epoch, std::memory_order_release);
+}
+
+void region_end(unsigned idx, int id) {
   std::lock_guard<std::mutex> lk(g_mu);
-  for (size_t h = 0; h < v->hist.size(); h++)
-    if (v->hist[h]) v->c.hist[g_hist_names[h]] += v->hist[h];
-  auto &r = g_regions[id];
-  r.first++;
-  r.second.add(v->c);
-  v->region = 0;
+  const uint64_t e = g_open.load();
+  if (!e || id != g_open_id || idx != g_owner) {
+    g_notes["region end without matching begin on the same thread (ignored)"]++;
+    return;
+  }
+  g_open.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  Region &r = g_regions[id];
+  r.calls++;
+  r.owner = idx;
+  const unsigned n = g_nvcpus.load(std::memory_order_acquire);
+  for (unsigned i = 0; i < n; i++) {
+    Vcpu *w = g_vcpu[i].load(std::memory_order_acquire);
+    if (!w) continue;
+    while (w->busy.load(std::memory_order_acquire)) sched_yield();
+    if (w->epoch != e) continue;  // did not run while the region was open
+    if (cfg.cache) cache_flush(w);
+    for (size_t h = 0; h < w->hist.size(); h++)
+      if (w->hist[h]) w->c.hist[g_hist_names[h]] += w->hist[h];
+    auto &t = r.threads[i];
+    t.first++;
+    t.second.add(w->c);
+    r.total.add(w->c);
+  }
 }
 
 void on_segment(unsigned vcpu_index, void *udata) {
   Vcpu *v = vcpu(vcpu_index);
   if (!v) return;
   const Segment *s = static_cast<const Segment *>(udata);
-  if (s->marker == 1) region_begin(v, s->marker_id);
-  else if (s->marker == 2) region_end(v, s->marker_id);
+  if (s->marker == 1) region_begin(vcpu_index, s->marker_id);
+  else if (s->marker == 2) region_end(vcpu_index, s->marker_id);
+  const bool open = acquire(v) != 0;
 
   VType vt = v->vt;
 #if QEMU_PLUGIN_VERSION >= 3
@@ -503,7 +589,7 @@ void on_segment(unsigned vcpu_index, void *udata) {
       uint64_t raw;
       memcpy(&raw, v->buf->data, 8);
       VType csr = (raw >> 63) ? VType{1, 1, 3, 8} : decode_vtype(raw);
-      if (v->region && vt.valid &&
+      if (open && vt.valid &&
           (csr.vill != vt.vill || (!csr.vill && (csr.sew_log != vt.sew_log || csr.lmul8 != vt.lmul8))))
         v->c.vtype_mismatch += s->vdesc.size();
       vt = csr;
@@ -511,7 +597,7 @@ void on_segment(unsigned vcpu_index, void *udata) {
     }
   }
 #endif
-  if (v->region) {
+  if (open) {
     Counters &c = v->c;
     for (int i = 0; i < C_N; i++) c.cls[i] += s->cls[i];
     if (!s->vdesc.empty()) {
@@ -535,6 +621,7 @@ void on_segment(unsigned vcpu_index, void *udata) {
       if (h >= v->hist.size()) v->hist.resize(h + 1);
       v->hist[h]++;
     }
+    release(v);
   }
   if (s->vset == 1) v->vt = s->vset_vtype;
   else if (s->vset == 2) v->vt = VType{0, 1, 3, 8};
@@ -543,7 +630,7 @@ void on_segment(unsigned vcpu_index, void *udata) {
 void on_mem(unsigned vcpu_index, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata) {
   if (vcpu_index >= kMaxVcpus) return;
   Vcpu *v = g_vcpu[vcpu_index].load(std::memory_order_relaxed);
-  if (!v || !v->region) return;
+  if (!v || !acquire(v)) return;
   unsigned size = 1u << qemu_plugin_mem_size_shift(info);
   bool store = qemu_plugin_mem_is_store(info);
   bool vec = udata != nullptr;
@@ -562,10 +649,17 @@ void on_mem(unsigned vcpu_index, qemu_plugin_meminfo_t info, uint64_t vaddr, voi
     c.tag_bytes_read[tag_of(v, vaddr)] += size;
   }
   if (cfg.cache) cache_access(v, vaddr, size, store);
+  release(v);
 }
 
-void on_syscall(qemu_plugin_id_t, unsigned int, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
+void on_syscall(qemu_plugin_id_t, unsigned int vcpu_index, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                 uint64_t, uint64_t, uint64_t, uint64_t, uint64_t) {
+  if (Vcpu *v = vcpu(vcpu_index)) {
+    if (acquire(v)) {
+      v->c.syscalls++;
+      release(v);
+    }
+  }
   if (num != RVVCOUNT_SYSCALL) return;
   std::lock_guard<std::mutex> lk(g_mu);
   if (a1 == 0) g_tags.clear();
@@ -650,8 +744,8 @@ void on_tb_trans(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
 void on_vcpu_init(qemu_plugin_id_t, unsigned int idx) {
   Vcpu *v = vcpu(idx);
   if (!v) return;
-  // A thread reusing an index must not inherit the previous thread's state.
-  v->region = 0;
+  // A thread reusing an index must not inherit the previous thread's vtype (counters of
+  // an open region go on: they are the same slot's share of the region).
   v->vt = VType();
   if (!cfg.read_vtype) return;
   GArray *regs = qemu_plugin_get_registers();
@@ -667,7 +761,6 @@ void on_vcpu_init(qemu_plugin_id_t, unsigned int idx) {
 void on_vcpu_init(qemu_plugin_id_t, unsigned int idx) {
   Vcpu *v = vcpu(idx);
   if (!v) return;
-  v->region = 0;
   v->vt = VType();
 }
 #endif
@@ -732,7 +825,18 @@ class Emitter {
   std::vector<std::string> path_;
 };
 
-void emit_counters(Emitter &e, const Counters &c, uint64_t calls) {
+uint64_t insns_of(const Counters &c) {
+  uint64_t t = 0;
+  for (int i = 0; i < C_N; i++) t += c.cls[i];
+  return t;
+}
+uint64_t dram_bytes_of(const Counters &c) {
+  uint64_t t = c.dram_write_lines;
+  for (int i = 0; i < TAG_KINDS; i++) t += c.dram_read_lines[i];
+  return t * cfg.l2_line;
+}
+
+void emit_counters(Emitter &e, const Counters &c, uint64_t calls, bool with_hist = true) {
   e.num("calls", calls);
   uint64_t total = 0, vec = 0;
   for (int i = 0; i < C_N; i++) total += c.cls[i];
@@ -772,7 +876,8 @@ void emit_counters(Emitter &e, const Counters &c, uint64_t calls) {
     e.num("dram_read_bytes", dr * line);
     e.num("dram_write_bytes", c.dram_write_lines * line);
   }
-  if (cfg.hist) {
+  e.num("syscalls", c.syscalls);
+  if (cfg.hist && with_hist) {
     std::vector<std::pair<uint64_t, std::string>> h;
     for (auto &kvp : c.hist) h.push_back({kvp.second, kvp.first});
     std::sort(h.rbegin(), h.rend());
@@ -798,13 +903,54 @@ void on_exit(qemu_plugin_id_t, void *) {
   e.num("line", cfg.l1_line);
   e.str("vtype_source", cfg.read_vtype ? "csr" : "decode");
   std::lock_guard<std::mutex> lk(g_mu);
+  if (g_open.load()) g_notes["region still open at exit (not reported)"]++;
   e.open("notes");
   for (auto &n : g_notes) e.num(n.first, n.second);
   e.close();
   e.open("regions");
   for (auto &r : g_regions) {
+    const Region &g = r.second;
     e.open(std::to_string(r.first));
-    emit_counters(e, r.second.second, r.second.first);
+    emit_counters(e, g.total, g.calls);  // all threads
+    e.num("owner_vcpu", g.owner);
+    // The parallel shape: per counter, the busiest thread and max/mean over the threads
+    // that executed at least one instruction (1 = perfectly even; 0 when nothing counted).
+    struct Metric {
+      const char *name;
+      uint64_t (*get)(const Counters &);
+    };
+    const Metric metrics[] = {{"insns", insns_of},
+                              {"vbeats", [](const Counters &c) { return c.vbeats; }},
+                              {"bytes", [](const Counters &c) { return c.bytes_read + c.bytes_written; }},
+                              {"dram_bytes", dram_bytes_of}};
+    uint64_t active = 0;
+    for (auto &t : g.threads) active += insns_of(t.second.second) > 0;
+    e.num("threads_active", active);
+    e.open("max_thread");
+    for (const Metric &m : metrics) {
+      uint64_t mx = 0;
+      for (auto &t : g.threads) mx = std::max(mx, m.get(t.second.second));
+      e.num(m.name, mx);
+    }
+    e.close();
+    e.open("imbalance");
+    for (const Metric &m : metrics) {
+      uint64_t mx = 0, sum = 0;
+      for (auto &t : g.threads)
+        if (insns_of(t.second.second) > 0) {
+          mx = std::max(mx, m.get(t.second.second));
+          sum += m.get(t.second.second);
+        }
+      e.dbl(m.name, sum ? double(mx) * double(active) / double(sum) : 0.0);
+    }
+    e.close();
+    e.open("threads");
+    for (auto &t : g.threads) {
+      e.open(std::to_string(t.first));
+      emit_counters(e, t.second.second, t.second.first, false);
+      e.close();
+    }
+    e.close();
     e.close();
   }
   e.close();

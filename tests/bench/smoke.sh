@@ -12,7 +12,11 @@
 #    instructions, and that it read at least the weight bytes (each weight byte must be
 #    read at least once: an independent lower bound);
 # 4. runs the scalar reference on the same shape: no vector instruction at all;
-# 5. checks that QEMU 7.2 and 10 agree on the RVV kernel's instruction counts.
+# 5. checks that QEMU 7.2 and 10 agree on the RVV kernel's instruction counts;
+# 6. per-thread counting (bench/thread_selftest.cpp): N pthreads / libgomp threads each run
+#    a known loop inside one region opened by the main thread, at 1, 2 and 4 threads;
+#    each thread's LMUL-4 instruction count must be exactly its loop's, its instruction
+#    count within THREAD_SLACK of 3 per iteration, and the totals the sum of the threads.
 # Takes about a minute when the QEMU build is cached (the first build adds ~5 minutes).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib/common.sh"
@@ -35,7 +39,7 @@ source "$RVV_CACHE/bench/env"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake -DCMAKE_BUILD_TYPE=Release \
   -DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON -DRVV_BENCH_TORCH_SYSROOT= >"$work/cmake.log" 2>&1 ||
   { cat "$work/cmake.log"; exit 1; }
-ninja -C "$BUILD" linear_bench plugin_selftest >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log"; exit 1; }
+ninja -C "$BUILD" linear_bench plugin_selftest thread_selftest >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log"; exit 1; }
 
 SYSROOT=/usr/riscv64-linux-gnu
 CPU256=$(rvv_qemu_cpu 256 1 0)
@@ -123,6 +127,35 @@ run "$RVV_BENCH_QEMU72" "$RVV_BENCH_PLUGIN72" rvv rvv-72
 for k in insns vector_insns vregops bytes_read; do
   a=$(value "$work/rvv-a.kv" regions.1.$k) b=$(value "$work/rvv-72.kv" regions.1.$k)
   [ "$a" = "$b" ] && pass "QEMU 10 and 7.2 agree: $k = $a" || fail "QEMU 10 and 7.2 disagree on $k: $a vs $b"
+done
+
+echo "== per-thread counting: a region opened by the main thread charges every thread"
+ITERS=20000
+# Instructions a thread may execute around its loop inside the region: barrier and
+# libgomp team code (measured: <= ~1100 at 1..4 threads under QEMU 7.2 and 10).
+THREAD_SLACK=2000
+for q in 10 72; do
+  eval "qemu=\$RVV_BENCH_QEMU$q plugin=\$RVV_BENCH_PLUGIN$q"
+  for mode in pthread omp; do
+    for n in 1 2 4; do
+      out="$work/threads-$q-$mode-$n.kv"
+      OMP_WAIT_POLICY=passive QEMU_CPU=$CPU256 "$qemu" -L "$SYSROOT" -plugin "$plugin,vlen=256,format=kv,out=$out" \
+        "$BUILD/bench/thread_selftest" $mode $n $ITERS >/dev/null || { fail "qemu $q $mode $n: program failed"; continue; }
+      # expected loops: (t+1)*ITERS for t < n; pthread mode adds the main thread with none
+      want=$(for t in $(seq 1 $n); do echo $((t * ITERS)); done; [ $mode = pthread ] && echo 0)
+      got=$(awk '$1 ~ /^regions\.1\.threads\.[0-9]+\.vtype_lmul_hist\.m4$/ { print $2 }' "$out")
+      l="qemu $q $mode x$n"
+      if [ "$(sort -n <<<"$want")" = "$(sort -n <<<"$got")" ]; then pass "$l: per-thread loop counts exact ($(sort -n <<<"$got" | tr '\n' ' '))"
+      else fail "$l: per-thread LMUL-4 counts $(tr '\n' ' ' <<<"$got"), expected $(tr '\n' ' ' <<<"$want")"; fi
+      bad=$(awk -v slack=$THREAD_SLACK '
+        $1 ~ /^regions\.1\.threads\.[0-9]+\.insns$/ { split($1, p, "."); ins[p[4]] = $2 }
+        $1 ~ /^regions\.1\.threads\.[0-9]+\.vtype_lmul_hist\.m4$/ { split($1, p, "."); m4[p[4]] = $2 }
+        $1 == "regions.1.insns" { total = $2 }
+        END { for (t in ins) { sum += ins[t]; lo = 3 * m4[t]; if (ins[t] < lo || ins[t] > lo + slack) print "thread " t ": " ins[t] " not in [" lo ", " lo + slack "]" }
+              if (sum != total) print "total " total " != sum of threads " sum }' "$out")
+      [ -z "$bad" ] && pass "$l: every thread's instructions within $THREAD_SLACK of its loop, totals = sum" || fail "$l: $bad"
+    done
+  done
 done
 
 echo "bench smoke test ($((SECONDS - t0)) s)"
