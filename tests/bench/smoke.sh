@@ -142,7 +142,7 @@ for q in 10 72; do
       OMP_WAIT_POLICY=passive QEMU_CPU=$CPU256 "$qemu" -L "$SYSROOT" -plugin "$plugin,vlen=256,format=kv,out=$out" \
         "$BUILD/bench/thread_selftest" $mode $n $ITERS >/dev/null || { fail "qemu $q $mode $n: program failed"; continue; }
       # expected loops: (t+1)*ITERS for t < n; pthread mode adds the main thread with none
-      want=$(for t in $(seq 1 $n); do echo $((t * ITERS)); done; [ $mode = pthread ] && echo 0)
+      want=$(for t in $(seq 1 $n); do echo $((t * ITERS)); done; if [ $mode = pthread ]; then echo 0; fi)
       got=$(awk '$1 ~ /^regions\.1\.threads\.[0-9]+\.vtype_lmul_hist\.m4$/ { print $2 }' "$out")
       l="qemu $q $mode x$n"
       if [ "$(sort -n <<<"$want")" = "$(sort -n <<<"$got")" ]; then pass "$l: per-thread loop counts exact ($(sort -n <<<"$got" | tr '\n' ' '))"
