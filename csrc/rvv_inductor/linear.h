@@ -56,9 +56,28 @@ int64_t linear_scratch_floats(int64_t M, int64_t K);
 // Validates p (kOk, or an error status with a message in err) and runs it on the kernel
 // of the table for its weight format (bf16, int8, int4: the packed layout says which) and
 // M, or the scalar code. `used`, when non-null, receives the implementation that ran.
-// Activations are bf16 for every format.
+// Activations are bf16 for every format. The columns of [block_begin, block_end) are
+// split over p.nthreads threads of libgomp's pool (partition_columns); the output does
+// not depend on the thread count.
 Status linear_bf16(const LinearProblem& p, const rvv_cpu_features& cpu, KernelPath* used = nullptr,
                    char* err = nullptr, size_t err_len = 0);
+
+// How linear_bf16 splits the columns [col_begin, col_end) of a call over nthreads: thread
+// t computes [begin, end). The unit of work is `unit` columns: nb (whole packed blocks),
+// or, when there are fewer than 4 blocks per thread and slices are allowed, nb / 2^s
+// (the smallest power-of-two slice giving >= 4 units per thread, at least min(nb, 16)
+// columns wide), so thin weights (k/v projections: N = 256 is 4 blocks at VLEN 256) keep
+// every thread busy. Units are dealt contiguously and evenly (partition_blocks); col_begin
+// is a multiple of nb. Empty ranges only when there are fewer units than threads.
+struct ColumnSplit {
+  int64_t unit;          // columns per unit of work
+  int64_t begin, end;    // thread t's columns
+};
+ColumnSplit partition_columns(int64_t col_begin, int64_t col_end, int64_t nb, bool slices, int nthreads, int t);
+
+// The number of threads linear_bf16 would use for nthreads (LinearOperands::nthreads) in
+// the calling thread: 1 without libgomp or inside an active parallel region.
+int linear_threads(int nthreads);
 
 // Elementwise conversions on the selected implementation (RNE, NaN stays quiet NaN).
 Status convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, const rvv_cpu_features& cpu);

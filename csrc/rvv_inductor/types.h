@@ -81,6 +81,13 @@ struct LinearOperands {
   // in integers (faster; error up to sum|w| * max|x_block| / 254, see
   // rvv/gemv_int4_x8_packed.h). Ignored where no such kernel applies.
   int32_t x_int8;
+  // Threads linear_bf16 splits the columns over (rvv_inductor::partition_columns): 0 =
+  // the OpenMP default (libgomp's omp_get_max_threads: OMP_NUM_THREADS, or what
+  // torch.set_num_threads set on the calling thread), 1 = the calling thread only. Always
+  // one thread inside an active OpenMP parallel region or without libgomp. The result is
+  // the same bit for bit whatever the count: every column is computed by one thread with
+  // the same arithmetic. Kernels ignore it.
+  int32_t nthreads;
 };
 using LinearProblem = LinearOperands;
 
