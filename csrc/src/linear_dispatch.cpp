@@ -2,6 +2,9 @@
 // (-march=rv64gc): it only calls into the vector TUs after detection confirmed V.
 #include "rvv_inductor/linear.h"
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <initializer_list>
 
 #include "kernel_entries.h"
@@ -127,12 +130,136 @@ Status resolve_range(const LinearProblem& p, int64_t nblocks, int64_t* b0, int64
 }
 
 // k: the table kernel chosen for the problem, or null for the scalar code.
+Status run_one(const LinearOperands& a, const detail::KernelEntry* k, DType format) {
+  if (k) return k->fn(a);
+  if (a.weight_layout == WeightLayout::kRowMajor) return ref::linear_bf16_rowmajor_ref(a);
+  if (format == DType::kBF16) return ref::linear_bf16_packed_ref(a);
+  return ref::linear_quant_packed_ref(a);
+}
+
+// ---------------------------------------------------------------- threads
+// libgomp, found at run time (the cross clang has no OpenMP runtime; GCC-built callers
+// such as PyTorch and Inductor's kernels use libgomp, so this shares their pool and
+// their thread-count setting). The entry points are libgomp's stable ABI, what GCC emits
+// for `#pragma omp parallel`. Without libgomp every call runs on the calling thread.
+struct Gomp {
+  void (*parallel)(void (*)(void*), void*, unsigned, unsigned);
+  int (*max_threads)();
+  int (*thread_num)();
+  int (*num_threads)();
+  int (*in_parallel)();
+};
+
+const Gomp* gomp() {
+  static const Gomp g = [] {
+    Gomp r{};
+    void* h = dlopen("libgomp.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return r;
+    r.parallel = reinterpret_cast<decltype(r.parallel)>(dlsym(h, "GOMP_parallel"));
+    r.max_threads = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_max_threads"));
+    r.thread_num = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_thread_num"));
+    r.num_threads = reinterpret_cast<int (*)()>(dlsym(h, "omp_get_num_threads"));
+    r.in_parallel = reinterpret_cast<int (*)()>(dlsym(h, "omp_in_parallel"));
+    if (!r.parallel || !r.max_threads || !r.thread_num || !r.num_threads || !r.in_parallel) r = Gomp{};
+    return r;
+  }();
+  return g.parallel ? &g : nullptr;
+}
+
+size_t dtype_size(DType d) { return d == DType::kF32 ? sizeof(float) : sizeof(uint16_t); }
+
+// Columns [c0, c1) of a resolved call (a.nb: the kernel's block width; 1 for row-major,
+// whose range is in columns). Whole blocks go to the kernel as a block range; a partial
+// block at either end (slices, bf16 packed only) as a one-block call on a shifted view:
+// weight, bias and y pointers moved to the first column, N the slice width, the row
+// stride still nb. The kernels compute each column from its own weights in the same
+// order whatever the block's width, so a column's result does not depend on the split.
+Status run_columns(const LinearOperands& a, const detail::KernelEntry* k, DType format, int64_t c0, int64_t c1,
+                   float* scratch, int64_t scratch_floats) {
+  LinearOperands b = a;
+  b.scratch = scratch;
+  b.scratch_floats = scratch ? scratch_floats : 0;
+  const int64_t nb = a.nb;
+  if (nb == 1) {
+    b.block_begin = c0, b.block_end = c1;
+    return run_one(b, k, format);
+  }
+  auto slice = [&](int64_t lo, int64_t hi) {
+    const int64_t blk = lo / nb;
+    LinearOperands s = b;
+    s.w = static_cast<const uint16_t*>(a.w) + blk * a.K * nb + (lo - blk * nb);
+    s.N = hi - lo;
+    s.block_begin = 0, s.block_end = 1;
+    if (a.bias) s.bias = static_cast<const char*>(a.bias) + size_t(lo) * dtype_size(a.bias_dtype);
+    s.y = static_cast<char*>(a.y) + size_t(lo) * dtype_size(a.y_dtype);
+    return run_one(s, k, format);
+  };
+  Status st = Status::kOk;
+  int64_t lo = c0;
+  if (lo % nb) {  // head: the rest of a block, or less
+    const int64_t hi = (lo / nb + 1) * nb < c1 ? (lo / nb + 1) * nb : c1;
+    st = slice(lo, hi);
+    lo = hi;
+  }
+  if (st == Status::kOk && lo < c1) {  // lo is block-aligned: whole blocks, then a tail
+    // The weight's last block is whole when the range reaches N, however wide it is.
+    const int64_t whole_end = c1 == a.N ? (c1 + nb - 1) / nb : c1 / nb;
+    if (whole_end > lo / nb) {
+      b.block_begin = lo / nb, b.block_end = whole_end;
+      st = run_one(b, k, format);
+      lo = whole_end * nb < c1 ? whole_end * nb : c1;
+    }
+    if (st == Status::kOk && lo < c1) st = slice(lo, c1);
+  }
+  return st;
+}
+
+struct SplitJob {
+  const LinearOperands* a;
+  const detail::KernelEntry* k;
+  DType format;
+  bool slices;
+  int64_t granule, c0, c1;
+  std::atomic<int> status;
+};
+
+void split_worker(void* p) {
+  SplitJob& j = *static_cast<SplitJob*>(p);
+  const Gomp* g = gomp();
+  const int t = g->thread_num(), n = g->num_threads();
+  const ColumnSplit cs = partition_columns(j.c0, j.c1, j.granule, j.slices, n, t);
+  if (cs.begin >= cs.end) return;
+  // The caller's scratch is for one thread: thread 0 keeps it, the others allocate.
+  const Status s = run_columns(*j.a, j.k, j.format, cs.begin, cs.end, t == 0 ? j.a->scratch : nullptr,
+                               j.a->scratch_floats);
+  if (s != Status::kOk) {
+    int ok = int(Status::kOk);
+    j.status.compare_exchange_strong(ok, int(s));
+  }
+}
+
+// Runs the resolved call a (block range resolved, a.nb the kernel's block width) on up to
+// a.nthreads threads, each on its partition_columns share.
 Status run_kernel(const LinearOperands& a, const detail::KernelEntry* k, DType format, char* err, size_t len) {
+  const bool slices = a.nb > 1 && format == DType::kBF16;
+  // Row-major calls come in columns (a.nb == 1): deal them 16 at a time.
+  const int64_t granule = a.nb > 1 ? a.nb : 16;
+  const int64_t c0 = a.block_begin * a.nb;
+  const int64_t c1 = a.block_end * a.nb < a.N ? a.block_end * a.nb : a.N;
+  int nt = linear_threads(a.nthreads);
+  if (nt > 1) {
+    const int64_t unit = partition_columns(c0, c1, granule, slices, nt, 0).unit;
+    const int64_t units = (c1 - c0 + unit - 1) / unit;
+    if (units < nt) nt = int(units);
+  }
   Status s;
-  if (k) s = k->fn(a);
-  else if (a.weight_layout == WeightLayout::kRowMajor) s = ref::linear_bf16_rowmajor_ref(a);
-  else if (format == DType::kBF16) s = ref::linear_bf16_packed_ref(a);
-  else s = ref::linear_quant_packed_ref(a);
+  if (nt <= 1) {
+    s = run_one(a, k, format);
+  } else {
+    SplitJob job{&a, k, format, slices, granule, c0, c1, {int(Status::kOk)}};
+    gomp()->parallel(split_worker, &job, unsigned(nt), 0);
+    s = Status(job.status.load());
+  }
   return s == Status::kOk ? s : fail(s, err, len, "linear_bf16: %s", status_name(s));
 }
 
@@ -170,6 +297,28 @@ Status run_rowmajor(const LinearProblem& p, const detail::KernelEntry* k, char* 
 }
 
 }  // namespace
+
+ColumnSplit partition_columns(int64_t col_begin, int64_t col_end, int64_t nb, bool slices, int nthreads, int t) {
+  ColumnSplit r{nb > 0 ? nb : 1, 0, 0};
+  if (col_end <= col_begin || nthreads <= 0 || t < 0 || t >= nthreads) return r;
+  const int64_t cols = col_end - col_begin;
+  const int64_t min_unit = nb < 16 ? nb : 16;
+  if (slices)
+    while (r.unit / 2 >= min_unit && r.unit % 2 == 0 && (cols + r.unit - 1) / r.unit < 4 * int64_t(nthreads)) r.unit /= 2;
+  const BlockRange u = partition_blocks((cols + r.unit - 1) / r.unit, nthreads, t);
+  r.begin = col_begin + u.begin * r.unit;
+  r.end = col_begin + u.end * r.unit < col_end ? col_begin + u.end * r.unit : col_end;
+  if (r.begin > r.end) r.begin = r.end;
+  return r;
+}
+
+int linear_threads(int nthreads) {
+  if (nthreads == 1) return 1;
+  const Gomp* g = gomp();
+  if (!g || g->in_parallel()) return 1;
+  const int n = nthreads > 0 ? nthreads : g->max_threads();
+  return n > 1 ? n : 1;
+}
 
 KernelPath kernel_path_for(DType format, KernelKind kind, const rvv_cpu_features& cpu) {
   KernelPath path;
