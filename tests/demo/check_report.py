@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Checks a demo report directory (scripts/demo --quick) beyond the demo's own exit code:
-every mode ran, agreed with eager, the regional mode took the Linear layers the gate
-admits, artifacts match distinct shapes, and counts are consistent with the model size.
+every mode ran, the BF16 modes agreed with eager, the regional modes took the Linear
+layers the gate admits, artifacts match distinct shapes, weight bytes per token and
+memory against arithmetic of our own (the dims and each format's bytes per weight), the
+llama.cpp rows either ran (with the ggml variant named) or say why not, and counts are
+consistent with the model size.
 
 usage: tests/demo/check_report.py DIR [--counted]"""
 import csv
@@ -24,7 +27,10 @@ def check(cond, msg):
 
 
 modes = rep["modes"]
-check(set(modes) == {"eager", "regional", "whole"}, f"modes {sorted(modes)}")
+TORCH_MODES = {"eager", "regional", "regional-int8", "regional-int4", "whole"}
+LLAMA = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
+check(TORCH_MODES <= set(modes) <= TORCH_MODES | set(LLAMA), f"modes {sorted(modes)}")
+check(set(LLAMA) & set(modes), f"no llama.cpp mode in {sorted(modes)}")
 for name in ("regional", "whole"):
     m = modes.get(name, {})
     for a in m.get("agreement", []):
@@ -34,10 +40,12 @@ for name in ("regional", "whole"):
     check(m.get("compile_s", 0) > 0, f"{name}: compile time {m.get('compile_s')}")
 
 reg = modes["regional"]
-taken = {x.split(" ")[0].rsplit(".", 1)[-1] for x in reg["routing"]["rvv"]}
-check(taken == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"},
-      f"regional took {taken}")
-check(not reg["routing"]["fallback"], f"regional kept {reg['routing']['fallback']}")
+for name in ("regional", "regional-int8", "regional-int4"):
+    r = modes[name]["routing"]
+    taken = {x.split(" ")[0].rsplit(".", 1)[-1] for x in r["rvv"]}
+    check(taken == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"},
+          f"{name} took {taken}")
+    check(not r["fallback"], f"{name} kept {r['fallback']}")
 # Every artifact is one Dynamo graph, and one per distinct (N, K, M-bucket, bias).
 check(reg["artifacts"] == reg["graphs"], f"artifacts {reg['artifacts']} != graphs {reg['graphs']}")
 spec = rep["spec"]
@@ -56,12 +64,63 @@ check(modes["whole"]["graphs"] == len(spec["batches"]), f"whole-model graphs {mo
 check(any("rvv" in x or "N=" in x for x in modes["whole"]["routing"]["rvv"]), "whole-model: no GEMM on RVV")
 check(reg["packed_bytes"] > 0 and reg["packed_bytes"] <= 1.01 * reg.get("param_bytes", 0), "packed bytes")
 
+# Weight bytes per decode token, from the dims and each format's definition: one step
+# reads every Linear weight once (a tied lm_head reads the embedding table).
+# BF16: 2 bytes per weight. INT8 (per output channel, FP16 scale): 1 byte per weight + 2
+# per row. INT4 (groups of 64 along K, FP16 scales, implicit zero point): 1/2 byte per weight
+# + 2 per group. GGUF Q8_0: 34 bytes per 32 weights; Q4_0: 18 per 32. The packed RVV
+# buffers may pad the last block of rows and align groups: at most 3% over.
+mats = [(h, h), (kv, h), (kv, h), (h, h), (i, h), (i, h), (h, i)] * dims["num_hidden_layers"] + [(v, h)]
+bpw = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 2 * n,
+       "int4": lambda n, k: n * k // 2 + 2 * n * (k // 64), "q8_0": lambda n, k: n * k // 32 * 34,
+       "q4_0": lambda n, k: n * k // 32 * 18}
+want = {fmt: sum(f(n, k) for n, k in mats) for fmt, f in bpw.items()}
+fmt_of = {"eager": "bf16", "whole": "bf16", "regional": "bf16", "regional-int8": "int8", "regional-int4": "int4",
+          **LLAMA}
+exact = {"eager", "whole"} | set(LLAMA)
+for name, m in modes.items():
+    if m.get("unavailable"):
+        continue
+    got, w = m.get("weight_bytes_step"), want[fmt_of[name]]
+    ok = got == w if name in exact else got is not None and w <= got <= 1.03 * w
+    check(ok, f"{name}: weight bytes per step {got}, the {fmt_of[name]} arithmetic gives {w}")
+check(modes["regional-int4"]["packed_bytes"] < 0.3 * modes["eager"]["weight_bytes_step"], "int4 packed bytes")
+check(modes["regional-int8"]["packed_bytes"] < 0.55 * modes["eager"]["weight_bytes_step"], "int8 packed bytes")
+# Quantized agreement is reported, not asserted: but it is measured, on real positions.
+for name in ("regional-int8", "regional-int4"):
+    for a in modes[name].get("agreement") or []:
+        check(a["positions"] > 0 and a["max_abs_diff"] == a["max_abs_diff"] and not a["asserted"], f"{name}: {a}")
+# Memory: every torch mode's peak is above the empty worker's, and the goals are computed.
+check(rep.get("empty_rss_peak_kib"), "no empty-worker baseline")
+for name in TORCH_MODES:
+    check((modes[name].get("rss_over_empty_kib") or 0) > 0, f"{name}: peak RSS - empty {modes[name].get('rss_over_empty_kib')}")
+g = rep["memory_goals"]
+check(abs(g["int4_over_eager"] - modes["regional-int4"]["rss_over_empty_kib"] / modes["eager"]["rss_over_empty_kib"])
+      < 1e-9, f"memory goals {g}")
+# llama.cpp: ran (named its ggml CPU variant, decoded teacher-forced, compared) or says why not.
+for name in set(LLAMA) & set(modes):
+    m = modes[name]
+    if m.get("unavailable"):
+        check(len(m["unavailable"]) > 10, f"{name}: unavailable without a reason")
+        continue
+    check(m.get("backend") and "ggml-cpu" in m["backend"], f"{name}: ggml variant {m.get('backend')}")
+    check(m["workloads"] and all(len(wl["tokens"]) == spec["steps"] + 1 for wl in m["workloads"]), f"{name}: tokens")
+    check(m.get("agreement") and all(a["positions"] == spec["steps"] + 1 for a in m["agreement"]),
+          f"{name}: agreement {m.get('agreement')}")
+
 if counted:
     for name, m in modes.items():
         check(m["counts"], f"{name}: no counts")
         for c in m["counts"] or []:
             check(c["est_decode_tok_s"] > 0, f"{name}: estimate {c['est_decode_tok_s']}")
-            if c["decode_linear"]:
+            if name in LLAMA or name.startswith("regional-int"):
+                # Every weight byte of the format is read at least once per step.
+                d = c["decode_linear"] or c["decode_rest"]
+                check(d["bytes_read"] * c["batch"] >= 0.9 * m["weight_bytes_step"],
+                      f"{name}: read {d['bytes_read']} bytes per token < weights {m['weight_bytes_step']}")
+                if name in LLAMA:
+                    check(c.get("backend") and "riscv64_v" in c["backend"], f"{name}: counted variant {c.get('backend')}")
+            elif c["decode_linear"]:
                 # A decode step must read every Linear weight byte at least once.
                 kv = h // dims["num_attention_heads"] * dims["num_key_value_heads"]
                 lin_bytes = 2 * ((2 * h * h + 2 * h * kv + 3 * h * i) * dims["num_hidden_layers"] + v * h)
@@ -72,7 +131,12 @@ if counted:
     check(rl < el, f"regional Linear instructions {rl} not below eager's {el}")
 
 rows = list(csv.DictReader(open(d / "report.csv")))
-check(len(rows) == sum(len(m["workloads"]) for m in modes.values()), "csv rows")
+check(len(rows) == sum(max(len(m["workloads"]), 1) for m in modes.values()), "csv rows")
+for r in rows:
+    m = modes[r["mode"]]
+    if r["weight_bytes_per_token"]:
+        check(abs(float(r["weight_bytes_per_token"]) - m["weight_bytes_step"] / int(r["batch"])) <= 1,
+              f"csv weight bytes per token {r}")
 check((d / "report.png").stat().st_size > 10000, "plot")
 if errors:
     print("demo report check FAILED:\n  " + "\n  ".join(map(str, errors)))

@@ -1,8 +1,9 @@
-"""``python3 -m rvv_inductor demo``: a Qwen2-architecture decoder (transformers) run three
-ways side by side -- eager ATen, regional RVV (compile_linears), and whole-model
-torch.compile with freezing -- over batch sizes and prompt lengths, with a report of
-compile time, artifacts, memory, agreement with eager, layer routing and (with counts
-from the rvvcount QEMU plugin, see scripts/demo) an estimated K1 throughput.
+"""``python3 -m rvv_inductor demo``: a Qwen2-architecture decoder (transformers) run side
+by side -- eager ATen, regional RVV (compile_linears) in BF16, INT8 and INT4, whole-model
+torch.compile with freezing, and llama.cpp on the same weights written as GGUF (Q8_0,
+Q4_0) -- over batch sizes and prompt lengths, with a report of compile time, artifacts,
+memory, agreement with eager, weight bytes per token, layer routing and (with counts from
+the rvvcount QEMU plugin, see scripts/demo) an estimated K1 throughput.
 
 Each mode runs in its own process (worker.py) so its compile time and peak RSS are its
 own; this process only plans, checks input, and writes the report (report.py).
@@ -15,11 +16,20 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from . import models, worker
+from .progress import Plan, expected_seconds
 
-MODES = tuple(worker.MODES)  # eager first: the other modes compare with its results
+# eager first: the other modes compare with its results
+MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES)
+DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0")
+# The default workload fits the 20-minute budget of a first run on a 2-core machine
+# (counts included); --full is the long run (the small config over several workloads).
+DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=8)
+FULL = dict(config="small", batch=[1, 2, 4], prompt=[32, 128], steps=8, count_steps=2, count_prompt=0)
+QUICK = dict(config="tiny", batch=[1], prompt=[8], steps=3, count_steps=1, count_prompt=0)
 
 
 def _ints(s: str) -> list[int]:
@@ -36,13 +46,17 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m rvv_inductor demo", description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group()
     src.add_argument("--config", default=None, choices=list(models.CONFIGS),
-                     help="model dimensions, random weights with a fixed seed (default: small)")
+                     help="model dimensions, random weights with a fixed seed (default: tiny; --full: small)")
     src.add_argument("--model", metavar="DIR", help="local Hugging Face checkpoint (config.json + *.safetensors)")
     p.add_argument("--layers", type=int, help="override the number of decoder layers")
-    p.add_argument("--batch", type=_ints, default=[1, 2, 4], help="concurrent sequences (default 1,2,4)")
-    p.add_argument("--prompt", type=_ints, default=[32, 128], help="prompt lengths (default 32,128)")
-    p.add_argument("--steps", type=int, default=8, help="decode steps per workload (default 8)")
-    p.add_argument("--modes", default=",".join(MODES), help="subset of eager,regional,whole (eager is always run)")
+    p.add_argument("--batch", type=_ints, help="concurrent sequences (default 1; --full: 1,2,4)")
+    p.add_argument("--prompt", type=_ints, help="prompt lengths (default 16; --full: 32,128)")
+    p.add_argument("--steps", type=int, help="decode steps per workload (default 4; --full: 8)")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help=f"subset of {','.join(MODES)} (default: all but llama.cpp-bf16; eager is always run)")
+    p.add_argument("--full", action="store_true",
+                   help="the long run: --config small, batch 1,2,4, prompt 32,128, 8 decode steps, 2 counted "
+                        "steps (hours under emulation)")
     p.add_argument("--quick", action="store_true",
                    help="CI smoke test: tiny model, batch 1, prompt 8, 3 steps, all modes, agreement enforced")
     p.add_argument("--out", default="build/demo", help="report directory (default build/demo)")
@@ -50,21 +64,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     p.add_argument("--keep-cache", action="store_true",
                    help="reuse the Inductor cache of a previous run (compile times are then warm)")
-    p.add_argument("--count-steps", type=int, default=2, help="decode steps in the counting runs (scripts/demo)")
-    p.add_argument("--count-prompt", type=int, default=0,
-                   help="prompt length in the counting runs (default: the shortest --prompt)")
+    p.add_argument("--count-steps", type=int, help="decode steps in the counting runs (scripts/demo; default 1, "
+                   "--full 2)")
+    p.add_argument("--count-prompt", type=int,
+                   help="prompt length in the counting runs (default 8; --full: the shortest --prompt)")
     p.add_argument("--count-layers", type=_ints, metavar="A,B",
                    help="count at A and B decoder layers (same dimensions) and extrapolate linearly to the "
                         "model's depth; for deep --config models whose full-depth counting would take hours "
                         "under emulation")
     p.add_argument("--report-only", action="store_true", help="rewrite the report from OUT's results")
+    # Passed by scripts/demo so the progress estimate includes its counting pass.
+    p.add_argument("--count-jobs", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--count-modes", default="", help=argparse.SUPPRESS)
     return p
 
 
 def make_spec(a) -> dict:
-    if a.quick:
-        a.config = a.config or "tiny"
-        a.batch, a.prompt, a.steps = [1], [8], 3
+    if a.quick and a.full:
+        raise models.DemoInputError("--quick and --full contradict each other")
+    preset = QUICK if a.quick else FULL if a.full else DEFAULT
+    if a.quick:  # the smoke test's workload is fixed
+        a.batch = a.prompt = a.steps = None
+    if a.model is None:
+        a.config = a.config or preset["config"]
+    for k in ("batch", "prompt", "steps", "count_steps", "count_prompt"):
+        if getattr(a, k) is None:
+            setattr(a, k, preset[k])
     if a.steps < 1 or a.count_steps < 1 or a.count_prompt < 0:
         raise models.DemoInputError("--steps and --count-steps must be >= 1, --count-prompt >= 0")
     if a.layers is not None and a.layers < 1:
@@ -75,14 +100,15 @@ def make_spec(a) -> dict:
         raise models.DemoInputError(f"unknown mode(s) {', '.join(bad)}; choose from {', '.join(MODES)}")
     modes = ["eager"] + [m for m in MODES[1:] if m in modes]
     spec = {"seed": a.seed, "batches": a.batch, "prompts": a.prompt, "steps": a.steps, "modes": modes,
-            "threads": a.threads, "quick": a.quick, "out": str(Path(a.out).resolve())}
+            "threads": a.threads, "quick": a.quick, "full": a.full, "out": str(Path(a.out).resolve()),
+            "count_steps": a.count_steps, "count_prompt": a.count_prompt or min(a.prompt)}
     if a.model:
         cfg = models.inspect_checkpoint(a.model)
         if a.layers:
             raise models.DemoInputError("--layers applies to --config models, not to a checkpoint")
         spec.update(model_dir=str(Path(a.model).resolve()), source=f"checkpoint {a.model}", config=None)
     else:
-        name = a.config or "small"
+        name = a.config
         cfg = models.config_dict(name, a.layers)
         spec.update(config=cfg, source=f"--config {name}" + (f" --layers {a.layers}" if a.layers else "")
                     + f", random weights (seed {a.seed})")
@@ -125,11 +151,29 @@ def _run_worker(mode: str, spec_path: Path, out: Path, env: dict) -> int:
     return rc
 
 
+def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str, float]]:
+    """The run's stages with their expected seconds: the empty baseline and each mode's
+    worker, then (when scripts/demo counts: count_jobs > 0) each counting run."""
+    tokens = sum(b * (p + spec["steps"]) for b in spec["batches"] for p in spec["prompts"])
+    n = spec["n_params_expected"]
+    stages = [(f"measure:{m}", expected_seconds("measure", m, n, tokens)) for m in [worker.EMPTY] + spec["modes"]]
+    if count_jobs > 0:
+        want = [m for m in count_modes.split(",") if m] or spec["modes"]
+        ctok = max(spec["batches"][:worker.MAX_COUNTED_BATCHES]) * (spec["count_prompt"] + spec["count_steps"])
+        runs = spec["count_runs"] or [{"tag": ""}]
+        for m in spec["modes"]:
+            if m in want:
+                for r in ([{"tag": ""}] if m in worker.LLAMACPP_MODES else runs):
+                    stages.append((f"count:{m}{r['tag']}", expected_seconds("count", m, n, ctok)))
+    return stages
+
+
 def _write_specs(out: Path, spec: dict, a) -> None:
     """Empty ``out`` of an earlier run's results (and Inductor cache, unless --keep-cache),
     then write spec.json for the modes and spec-count*.json for the counting runs."""
     out.mkdir(parents=True, exist_ok=True)
-    for old in list(out.glob("result-*.json")) + list(out.glob("logits-*.pt")) + list(out.glob("counts-*.json")):
+    stale = ("result-*.json", "logits-*.pt", "counts-*.json", "count-argv-*.json", "model-*.gguf", "plan*.json*")
+    for old in [f for pattern in stale for f in out.glob(pattern)]:
         old.unlink()
     cache = out / "inductor-cache"
     if cache.exists() and not a.keep_cache:
@@ -138,13 +182,13 @@ def _write_specs(out: Path, spec: dict, a) -> None:
     spec["emulated"] = os.environ.get("RV64_EMULATED") == "1"
     spec["warm_cache"] = bool(a.keep_cache)
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
-    count_spec = dict(spec, count=True, prompts=[a.count_prompt or min(spec["prompts"])], steps=a.count_steps, threads=1,
-                      batches=spec["batches"][:worker.MAX_COUNTED_BATCHES])
+    count_spec = dict(spec, count=True, prompts=[spec["count_prompt"]], steps=spec["count_steps"], threads=1,
+                      batches=spec["batches"][:worker.MAX_COUNTED_BATCHES], count_tag="")
     # One counting run per entry; with --count-layers, two shallower models whose counts the
     # report extrapolates to the full depth (report.counted).
     runs = spec["count_runs"]
     for run in runs:
-        shallow = dict(count_spec, config=dict(spec["config"], num_hidden_layers=run["layers"]))
+        shallow = dict(count_spec, config=dict(spec["config"], num_hidden_layers=run["layers"]), count_tag=run["tag"])
         (out / run["spec"]).write_text(json.dumps(shallow, indent=1))
     count_spec["runs"] = runs or [{"spec": "spec-count.json", "tag": "", "layers": spec["dims"]["num_hidden_layers"]}]
     (out / "spec-count.json").write_text(json.dumps(count_spec, indent=1))
@@ -170,9 +214,20 @@ def main(argv: list[str]) -> int:
           f"{spec['steps']} decode steps. Report: {out}")
     if spec["emulated"]:
         print("  (running under QEMU: wall times below are emulated, not RISC-V speed)")
+    plan = Plan.create(out, plan_stages(spec, a.count_jobs, a.count_modes), max(a.count_jobs, 1))
+    print(f"  expected: {plan.eta_text()} (durations measured on a 2-core machine, refined as stages finish)")
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=spec["inductor_cache"], PYTHONUNBUFFERED="1")
-    for mode in spec["modes"]:
+    for mode in [worker.EMPTY] + spec["modes"]:
+        t0 = time.monotonic()
         rc = _run_worker(mode, out / "spec.json", out, env)
-        if rc != 0:
+        plan.finish(f"measure:{mode}", time.monotonic() - t0)
+        if rc != 0 and mode in worker.LLAMACPP_MODES:
+            # llama.cpp is a peer, not part of this project: its failure is a row saying so.
+            (out / f"result-{mode}.json").write_text(json.dumps(
+                {"mode": mode, "unavailable": f"the worker failed (exit {rc}, see worker-{mode}.log)",
+                 "workloads": []}))
+        elif rc != 0:
             return rc
+        if mode != worker.EMPTY:
+            print(f"rvv_inductor demo: {mode} finished in {time.monotonic() - t0:.0f} s; {plan.eta_text()}")
     return report.write(out)

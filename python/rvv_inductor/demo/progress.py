@@ -1,20 +1,31 @@
-"""Progress on stderr that shows the run is alive while one long call (an emulated
-compile can take minutes) blocks the main thread: a heartbeat thread redraws the bar
-with the elapsed time (every second on a terminal, every 30 s into a log)."""
+"""Progress that shows the run is alive while one long call (an emulated compile can
+take minutes) blocks the main thread: a heartbeat thread redraws the bar with the elapsed
+time (every second on a terminal, every 30 s into a log), and the time the whole run has
+left (``Plan``).
+
+``Plan`` is the run's list of stages (one per worker process: the measured modes, then
+the counting runs), each with the seconds it took on the project's 2-core machine
+(``EXPECTED_S``). As stages finish, the remaining ones are scaled by how much slower or
+faster the finished ones were than expected, so the estimate corrects itself for a
+loaded or a faster machine. scripts/demo's counting pass reports through the same files
+(``python3 -m rvv_inductor.demo.progress OUT done STAGE SECONDS``)."""
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
 import time
+from pathlib import Path
 
 _SPIN = "|/-\\"
 _FRACTION = re.compile(r"(\d+)/(\d+)")
 
 
 class Progress:
-    def __init__(self, text: str, stream=None) -> None:
+    def __init__(self, text: str, stream=None, eta=None) -> None:
         self._out = stream or sys.stderr
+        self._eta = eta  # () -> str: the whole run's time left, appended to each line
         self._tty = self._out.isatty()
         self._text = text
         self._t0 = self._stage_t0 = time.monotonic()
@@ -57,6 +68,11 @@ class Progress:
             el = self._fmt(time.monotonic() - self._stage_t0)
             spin = _SPIN[self._n % 4] if self._tty else "-"
             line = f"  {spin} {self._bar()}{self._text}  {el}"
+            if self._eta:
+                try:
+                    line += f"  | {self._eta()}"
+                except (OSError, ValueError, KeyError):  # a plan file being rewritten: skip once
+                    pass
             self._out.write(("\r" + line + "\033[K") if self._tty else line + "\n")
             self._out.flush()
             self._n += 1
@@ -65,3 +81,146 @@ class Progress:
         period = 1.0 if self._tty else 30.0
         while not self._stop.wait(period):
             self._draw(newline=not self._tty)
+
+
+# Seconds per stage of the default run (scripts/demo without flags: --config tiny, batch 1,
+# prompt 16, 4 decode steps, counts at prompt 8 with 1 step), measured on the project's
+# 2-core x86_64 machine with other jobs running (see the README); a cold Inductor cache.
+# Keys: (kind, mode); kind "measure" (the mode's worker) or "count" (its run under the
+# rvvcount plugin, QEMU 10).
+EXPECTED_S = {
+    ("measure", "empty"): 20, ("measure", "eager"): 40, ("measure", "regional"): 300,
+    ("measure", "regional-int8"): 60, ("measure", "regional-int4"): 60, ("measure", "whole"): 300,
+    ("measure", "llama.cpp-q8_0"): 45, ("measure", "llama.cpp-q4_0"): 45, ("measure", "llama.cpp-bf16"): 45,
+    ("count", "eager"): 120, ("count", "regional"): 240, ("count", "regional-int8"): 150,
+    ("count", "regional-int4"): 150, ("count", "whole"): 400,
+    ("count", "llama.cpp-q8_0"): 30, ("count", "llama.cpp-q4_0"): 30, ("count", "llama.cpp-bf16"): 30,
+}
+DEFAULT_WORK = {"n_params": 24_000_000, "tokens": 1 * (16 + 4)}  # what EXPECTED_S was measured with
+
+
+def expected_seconds(kind: str, mode: str, n_params: int, tokens: int) -> float:
+    """A first guess for one stage: the measured default, scaled (crudely) by the model's
+    size and the tokens generated. The plan refines it from the stages that finished."""
+    base = EXPECTED_S.get((kind, mode), 120.0)
+    size = max(1.0, n_params / DEFAULT_WORK["n_params"]) ** 0.5
+    work = max(1.0, tokens / DEFAULT_WORK["tokens"]) ** 0.5
+    return base * size * work
+
+
+def _fmt_left(s: float) -> str:
+    return f"~{int(s) // 60}m{int(s) % 60:02d}s left" if s < 3600 else f"~{s / 3600:.1f}h left"
+
+
+class Plan:
+    """The run's stages and their expected seconds (plan.json), and those that finished
+    with the seconds they took (plan-done.jsonl, one line per stage: appended by parallel
+    counting runs)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        d = json.loads((self.out / "plan.json").read_text())
+        self.stages: list[list] = d["stages"]  # [name, expected_s]
+        self.count_jobs = max(1, int(d.get("count_jobs", 1)))
+        self.t0 = float(d["t0"])
+
+    @staticmethod
+    def create(out: Path, stages: list[tuple[str, float]], count_jobs: int = 1) -> Plan:
+        out = Path(out)
+        (out / "plan.json").write_text(json.dumps({"t0": time.time(), "count_jobs": count_jobs,
+                                                   "stages": [[n, float(e)] for n, e in stages]}, indent=1))
+        (out / "plan-done.jsonl").write_text("")
+        return Plan(out)
+
+    @staticmethod
+    def find(out) -> Plan | None:
+        try:
+            return Plan(Path(out))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _events(self) -> list[dict]:
+        try:
+            return [json.loads(ln) for ln in (self.out / "plan-done.jsonl").read_text().splitlines() if ln.strip()]
+        except (OSError, ValueError):
+            return []
+
+    def done(self) -> dict[str, float]:
+        return {d["stage"]: float(d["s"]) for d in self._events() if "s" in d}
+
+    def running(self) -> dict[str, float]:
+        """Stages started (``start``) and not finished -> seconds they have run."""
+        done, now = self.done(), time.time()
+        return {d["stage"]: now - float(d["start"]) for d in self._events() if "start" in d and d["stage"] not in done}
+
+    def start(self, stage: str) -> None:
+        with open(self.out / "plan-done.jsonl", "a") as f:
+            f.write(json.dumps({"stage": stage, "start": time.time()}) + "\n")
+
+    def finish(self, stage: str, seconds: float) -> None:
+        with open(self.out / "plan-done.jsonl", "a") as f:
+            f.write(json.dumps({"stage": stage, "s": seconds}) + "\n")
+
+    def seconds_left(self, current: dict[str, float] | None = None) -> float:
+        """Expected seconds until the run ends. ``current``: stages running now -> seconds
+        they have run. Count stages run ``count_jobs`` at a time."""
+        done = self.done()
+        current = dict(self.running(), **(current or {}))
+        exp = dict((n, e) for n, e in self.stages)
+        spent = sum(done.values())
+        planned = sum(exp.get(n, 0.0) for n in done)
+        factor = min(4.0, max(0.4, spent / planned)) if planned > 0 else 1.0
+        left_measure = left_count = 0.0
+        for n, e in self.stages:
+            if n in done:
+                continue
+            rest = max(e * factor - current.get(n, 0.0), 0.1 * e * factor)
+            if n.startswith("count:"):
+                left_count += rest
+            else:
+                left_measure += rest
+        return left_measure + left_count / self.count_jobs
+
+    def eta_text(self, current: dict[str, float] | None = None) -> str:
+        n_done, n = len(self.done()), len(self.stages)
+        return f"stage {min(n_done + 1, n)}/{n}, run {_fmt_left(self.seconds_left(current))}"
+
+
+def worker_eta(out, stage: str):
+    """For a worker's Progress: the run's time left while ``stage`` runs (None without a plan)."""
+    plan = Plan.find(out)
+    if plan is None or stage not in dict((n, e) for n, e in plan.stages):
+        return None
+    t0 = time.monotonic()
+    return lambda: plan.eta_text({stage: time.monotonic() - t0})
+
+
+def main(argv: list[str]) -> int:
+    """python3 -m rvv_inductor.demo.progress OUT start STAGE | OUT done STAGE SECONDS | OUT eta"""
+    if len(argv) == 4 and argv[1] == "done":
+        plan = Plan.find(argv[0])
+        if plan is None:
+            return 0
+        plan.finish(argv[2], float(argv[3]))
+        print(f"rvv_inductor demo: {argv[2]} finished in {_fmt(float(argv[3]))}; {plan.eta_text()}", flush=True)
+        return 0
+    if len(argv) == 3 and argv[1] == "start":
+        plan = Plan.find(argv[0])
+        if plan is not None:
+            plan.start(argv[2])
+        return 0
+    if len(argv) == 2 and argv[1] == "eta":
+        plan = Plan.find(argv[0])
+        if plan is not None:
+            print(f"rvv_inductor demo: {plan.eta_text()}", flush=True)
+        return 0
+    print(main.__doc__, file=sys.stderr)
+    return 2
+
+
+def _fmt(s: float) -> str:
+    return Progress._fmt(s)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

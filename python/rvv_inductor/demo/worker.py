@@ -3,8 +3,13 @@ alone: build the model, prepare the mode, run every (batch, prompt) workload, sa
 logits and the measurements.
 
 The modes (``MODES``) are ``Mode`` subclasses: ``Eager`` (ATen), ``Regional``
-(``compile_linears``) and ``Whole`` (whole-model ``torch.compile``); each supplies its
-own compile, warm-up and measure steps, and ``run`` does the rest the same way for all.
+(``compile_linears``, BF16), ``RegionalInt8``/``RegionalInt4`` (``compile_linears(weights=
+"int8"/"int4")``, the default group size) and ``Whole`` (whole-model ``torch.compile``);
+each supplies its own compile, warm-up and measure steps, and ``run`` does the rest the
+same way for all. The llama.cpp modes (``LLAMACPP_MODES``) write the same weights as GGUF
+and run llama.cpp's decode driver (``llamacpp.py``) instead: ``run_llamacpp``. The
+``empty`` worker imports torch and transformers and builds nothing: its peak RSS is the
+baseline the report subtracts from every mode's.
 
 Generation uses a transformers StaticCache (one per batch size, reset per workload), the
 same in every mode. Greedy decoding in eager mode picks the tokens; the other modes are
@@ -19,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import models
-from .progress import Progress
+from .progress import Progress, worker_eta
 
 # rvvcount region ids (csrc/rvv_inductor/markers.h) used by counting runs: one per kind
 # and batch size; rvv_count_region takes ids 1..16, so at most four batch sizes are counted.
@@ -144,6 +149,31 @@ class Session:
                          teacher, counter, bi)
 
 
+def _record_linears(res: dict, rep) -> None:
+    """What compile_linears reported: packed bytes and the layers taken and kept."""
+    res["packed_bytes"] = rep.packed_bytes
+    res["packed_param_bytes"] = rep.param_bytes
+    res["routing"] = {"rvv": [f"{n} (N={nn} K={k})" for n, nn, k in rep.taken],
+                      "fallback": [f"{n}: {why}" for n, why in rep.fell_back]}
+
+
+def linear_weight_bytes(model) -> int:
+    """Bytes of the Linear weights one decode step reads: each Linear's weight once, as it
+    is stored (packed and quantized for RVVLinear/RVVQuantLinear, the [N, K] tensor for
+    nn.Linear); a tied lm_head reads the embedding table."""
+    import torch
+
+    from ..regional import RVVLinear
+
+    total = 0
+    for m in model.modules():
+        if isinstance(m, RVVLinear):
+            total += m.packed_bytes
+        elif isinstance(m, torch.nn.Linear):
+            total += m.weight.numel() * m.weight.element_size()
+    return total
+
+
 class Mode:
     """One way of running the model. ``run`` calls, in order: ``compile`` (make the model
     or its decode step fast), ``warm_up`` (trigger every compile before timing), the
@@ -152,6 +182,7 @@ class Mode:
 
     name = ""
     teacher_forced = True     # compares logits for eager's tokens (eager picks them greedily)
+    asserted = True           # agreement with eager within the BF16 tolerance is required
     linear_separable = True   # a counting run can charge Linear calls to their own region
 
     def compile(self, session: Session, res: dict) -> None:
@@ -182,11 +213,7 @@ class Regional(Mode):
         from ..regional import compile_linears
 
         session.prog.stage("regional: packing the Linear weights")
-        rep = compile_linears(session.model)
-        res["packed_bytes"] = rep.packed_bytes
-        res["packed_param_bytes"] = rep.param_bytes
-        res["routing"] = {"rvv": [f"{n} (N={nn} K={k})" for n, nn, k in rep.taken],
-                          "fallback": [f"{n}: {why}" for n, why in rep.fell_back]}
+        _record_linears(res, compile_linears(session.model))
 
     def warm_up(self, session: Session) -> dict:
         # One step of every workload compiles every artifact (prefill and decode M buckets).
@@ -202,6 +229,37 @@ class Regional(Mode):
         from ..runtime import artifact_keys
 
         res["artifacts"] = [list(k) for k in artifact_keys()]
+
+
+class RegionalInt8(Regional):
+    """compile_linears(weights="int8"): every admitted Linear quantized at load (round to
+    nearest, FP16 scales, the default group size) and run by the quantized kernels."""
+
+    name = "regional-int8"
+    weights = "int8"
+    asserted = False  # other weights than eager's: the distance is reported, not asserted
+
+    def compile(self, session: Session, res: dict) -> None:
+        from ..policy import DEFAULT_GROUP_SIZE
+        from ..regional import compile_linears
+
+        session.prog.stage(f"{self.name}: quantizing and packing the Linear weights ({self.weights})")
+        rep = compile_linears(session.model, weights=self.weights)
+        _record_linears(res, rep)
+        res["weights"] = self.weights
+        res["group_size"] = DEFAULT_GROUP_SIZE[self.weights]
+        res["formats"] = [[n, f, pb, bb] for n, f, pb, bb in rep.formats]
+
+    def warm_up(self, session: Session) -> dict:
+        return {}  # the quantized Linear runs its C++ kernel directly: nothing to compile
+
+    def measure(self, res: dict) -> None:
+        pass
+
+
+class RegionalInt4(RegionalInt8):
+    name = "regional-int4"
+    weights = "int4"
 
 
 class Whole(Mode):
@@ -238,7 +296,11 @@ class Whole(Mode):
         res["routing"] = _whole_routing()
 
 
-MODES = {m.name: m for m in (Eager, Regional, Whole)}
+MODES = {m.name: m for m in (Eager, Regional, RegionalInt8, RegionalInt4, Whole)}
+# llama.cpp on the same weights, written as GGUF in these formats (llamacpp.FORMATS).
+LLAMACPP_MODES = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
+EMPTY = "empty"  # the baseline worker: torch and transformers imported, nothing built
+LLAMACPP_REGION = region_id(DECODE_REST, 0)  # llama.cpp's decode tokens: not separable, like "whole"
 
 
 def run(spec: dict, mode_name: str) -> dict:
@@ -251,7 +313,9 @@ def run(spec: dict, mode_name: str) -> dict:
         torch.set_num_threads(spec["threads"])
     res: dict = {"mode": mode.name, "torch": torch.__version__, "threads": torch.get_num_threads(),
                  "packed_bytes": 0, "routing": {"rvv": [], "fallback": []}}
-    prog = Progress(f"{mode.name}: building the model", stream=sys.stdout)
+    counting = bool(spec.get("count"))
+    stage = f"count:{mode.name}{spec.get('count_tag', '')}" if counting else f"measure:{mode.name}"
+    prog = Progress(f"{mode.name}: building the model", stream=sys.stdout, eta=worker_eta(spec["out"], stage))
     t0 = time.perf_counter()
     model = models.build(spec)
     res["build_s"] = time.perf_counter() - t0
@@ -265,7 +329,6 @@ def run(spec: dict, mode_name: str) -> dict:
     t0 = time.perf_counter()
     mode.compile(session, res)
     res["prepare_s"] = time.perf_counter() - t0
-    counting = bool(spec.get("count"))
     if mode.teacher_forced and not counting:
         # Counting runs compare no logits, so they decode greedily on their own and need
         # no eager run (their model may even be shallower, see --count-layers).
@@ -283,6 +346,7 @@ def run(spec: dict, mode_name: str) -> dict:
     res["compile_s"] = float(sum(timed)) if timed else res["compile_pass_s"]
     res["graphs"] = torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs0
     mode.measure(res)
+    res["weight_bytes_step"] = linear_weight_bytes(model)
     res["rss_peak_kib"] = _rss_kib("VmHWM")
     if not counting:
         torch.save(logits, Path(spec["out"]) / f"logits-{mode.name}.pt")
@@ -329,12 +393,112 @@ def _whole_routing() -> dict:
             "fallback": [f"{k} (x{n})" for k, n in sorted(fb.items())]}
 
 
+def run_empty(spec: dict) -> dict:
+    """The baseline: what importing torch and transformers costs (and, emulated, QEMU)."""
+    import torch
+    import transformers
+
+    return {"mode": EMPTY, "torch": torch.__version__, "transformers": transformers.__version__,
+            "rss_peak_kib": _rss_kib("VmHWM")}
+
+
+def run_llamacpp(spec: dict, mode_name: str) -> dict:
+    """llama.cpp on the demo's weights: write them as GGUF in the mode's format and run the
+    decode driver on each batch-1 workload's prompt (one sequence per run). A missing
+    llama.cpp (or driver, or llamacpp.py) is a result saying why, not a failure."""
+    fmt = LLAMACPP_MODES[mode_name]
+    out = Path(spec["out"])
+    res: dict = {"mode": mode_name, "format": fmt, "workloads": [], "routing": {"rvv": [], "fallback": []},
+                 "packed_bytes": 0, "compile_s": 0.0, "graphs": 0}
+    try:
+        from . import llamacpp
+    except ImportError as e:
+        res["unavailable"] = f"python/rvv_inductor/demo/llamacpp.py is not importable ({e})"
+        return res
+    why = llamacpp.unavailable()
+    if why:
+        res["unavailable"] = why
+        return res
+    import resource
+
+    import torch
+
+    counting = bool(spec.get("count"))
+    if counting:
+        raise models.DemoInputError(f"{mode_name}: the counting pass runs the driver itself (count-argv-*.json)")
+    prog = Progress(f"{mode_name}: building the model", stream=sys.stdout,
+                    eta=worker_eta(spec["out"], f"measure:{mode_name}"))
+    model = models.build(spec)
+    gguf_path = out / f"model-{fmt}.gguf"
+    prog.stage(f"{mode_name}: writing the weights as GGUF ({fmt})")
+    t0 = time.perf_counter()
+    info = llamacpp.write_gguf(model, str(gguf_path), fmt)
+    res["gguf_write_s"] = time.perf_counter() - t0
+    res["gguf_file_bytes"] = int(info["file_bytes"])
+    res["weight_bytes_step"] = int(info["linear_weight_bytes"])
+    res["param_bytes"] = sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
+    del model
+    threads = spec.get("threads") or 1
+    res["threads"] = threads
+    eager_tokens = torch.load(out / "tokens-eager.pt")
+    batch1 = [(b, p) for b in spec["batches"] for p in spec["prompts"] if b == 1]
+    if not batch1:
+        res["unavailable"] = "llama.cpp runs one sequence: no batch-1 workload in this run"
+    logits = {}
+    for i, (b, p) in enumerate(batch1):
+        prog.stage(f"{mode_name}: decoding, workload {i + 1}/{len(batch1)} (prompt {p}, {spec['steps']} steps, "
+                   "teacher-forced with eager's tokens)")
+        ids = [int(t) for t in _workload_inputs(spec, b, p)[0]]
+        ref = [int(t) for t in eager_tokens[(b, p)][0]]  # eager's greedy tokens: steps + 1
+        lpath = out / f"llamacpp-logits-{fmt}-{p}.f32"
+        t0 = time.perf_counter()
+        try:
+            # Teacher-forced as the other modes: step i feeds eager's token i, so every
+            # position's logits compare with eager's for the same input.
+            r = llamacpp.run(str(gguf_path), ids, spec["steps"], threads=threads, feed=ref[:spec["steps"]],
+                             logits_path=str(lpath))
+        except Exception as e:  # the driver failed: the row says so, the demo goes on
+            res["unavailable"] = f"llama.cpp decode failed: {type(e).__name__}: {e}"
+            break
+        wall = time.perf_counter() - t0
+        res["backend"] = r.get("ggml_cpu_so") or r.get("ggml_backend")
+        res["ggml"] = {k: r.get(k) for k in ("ggml_cpu_so", "ggml_backend", "ggml_device", "ggml_features",
+                                             "system_info")}
+        steps_s = [float(x) for x in r.get("decode_step_s") or []]
+        res["workloads"].append({"batch": b, "prompt": p, "wall_s": wall, "tokens": [int(t) for t in r["tokens"]],
+                                 "prefill_s": float(r.get("prefill_s", 0.0)), "decode_step_s": steps_s,
+                                 "decode_step_median_s": statistics.median(steps_s) if steps_s else 0.0,
+                                 "load_s": r.get("load_s")})
+        rows = torch.from_file(str(lpath), size=(p + spec["steps"]) * spec["vocab_size"], dtype=torch.float32)
+        logits[(b, p)] = rows.view(1, p + spec["steps"], spec["vocab_size"])[:, p - 1:].clone()
+        lpath.unlink()
+    if logits:
+        torch.save(logits, out / f"logits-{mode_name}.pt")
+    prog.done()
+    # The driver is a child process: its peak RSS (with the emulator's, when emulated).
+    res["driver_rss_peak_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if "unavailable" not in res and spec.get("count_steps"):
+        # The counting pass (scripts/demo) runs this argv under the rvvcount plugin, without
+        # Python: the driver marks each decode token as region LLAMACPP_REGION, one thread.
+        cp = spec["count_prompt"]
+        ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
+        argv = llamacpp.decode_argv(str(gguf_path), ids, spec["count_steps"], 1, LLAMACPP_REGION)
+        (out / f"count-argv-{mode_name}.json").write_text(json.dumps(
+            {"argv": [str(x) for x in argv], "prompt": cp, "steps": spec["count_steps"], "region": LLAMACPP_REGION}))
+    return res
+
+
 def main(argv: list[str]) -> int:
     """python3 -m rvv_inductor demo --worker MODE SPEC.json"""
     mode, spec_path = argv
     spec = json.loads(Path(spec_path).read_text())
     try:
-        res = run(spec, mode)
+        if mode == EMPTY:
+            res = run_empty(spec)
+        elif mode in LLAMACPP_MODES:
+            res = run_llamacpp(spec, mode)
+        else:
+            res = run(spec, mode)
     except models.DemoInputError as e:
         print(f"rvv_inductor demo: {e}", file=sys.stderr)
         return models.EXIT_BAD_INPUT

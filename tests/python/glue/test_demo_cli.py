@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from rvv_inductor import policy
-from rvv_inductor.demo import estimate, report, worker
+import rvv_inductor.demo as demo_pkg
+from rvv_inductor.demo import estimate, progress, report, worker
 
 
 def demo(env: dict, *args, **extra_env):
@@ -74,6 +75,8 @@ def test_too_little_memory(tmp_path, py_env):
     (["--count-layers", "2,1"], 3, "A < B"),
     (["--count-layers", "1,2,3"], 3, "A < B"),
     (["--config", "tiny", "--count-layers", "1,3"], 3, "<= 2 (the model's depth)"),
+    (["--quick", "--full"], 3, "contradict"),
+    (["--modes", "eager,llama.cpp-q9"], 3, "unknown mode"),
 ])
 def test_bad_arguments(tmp_path, args, code, needle, py_env):
     assert_clean_error(demo(py_env, *args, "--out", str(tmp_path)), code, needle)
@@ -116,9 +119,98 @@ def test_count_extrapolation(tmp_path):
 
 
 def test_modes_and_regions():
-    assert list(worker.MODES) == ["eager", "regional", "whole"]
+    assert list(worker.MODES) == ["eager", "regional", "regional-int8", "regional-int4", "whole"]
     assert not worker.MODES["eager"].teacher_forced and worker.MODES["regional"].teacher_forced
     assert not worker.MODES["whole"].linear_separable
+    # BF16 modes must agree with eager; quantized ones hold other weights: reported only.
+    assert [m for m, c in worker.MODES.items() if not c.asserted] == ["regional-int8", "regional-int4"]
+    assert worker.MODES["regional-int4"].weights == "int4" and worker.MODES["regional-int8"].weights == "int8"
+    assert set(worker.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0"}
+    assert worker.EMPTY not in worker.MODES and worker.EMPTY not in demo_pkg.MODES
     ids = {worker.region_id(kind, b) for kind in (worker.DECODE_REST, worker.DECODE_LINEAR, worker.PREFILL_REST,
                                                   worker.PREFILL_LINEAR) for b in range(worker.MAX_COUNTED_BATCHES)}
     assert ids == set(range(1, 17))  # rvv_count_region's ids, each used once
+
+
+def spec_of(*args):
+    return demo_pkg.make_spec(demo_pkg.parser().parse_args([*args, "--out", "/nonexistent/demo"]))
+
+
+def test_presets():
+    """The default run is the short one (the 20-minute budget), --full the long one, and
+    explicit flags win over either."""
+    d = spec_of()
+    assert (d["config"]["hidden_size"], d["batches"], d["prompts"], d["steps"]) == (1024, [1], [16], 4)
+    assert (d["count_prompt"], d["count_steps"]) == (8, 1)
+    assert d["modes"] == list(demo_pkg.DEFAULT_MODES) and d["modes"][0] == "eager"
+    f = spec_of("--full")
+    assert (f["config"]["vocab_size"], f["batches"], f["prompts"], f["steps"]) == (8192, [1, 2, 4], [32, 128], 8)
+    assert f["count_prompt"] == 32 and f["count_steps"] == 2  # the shortest prompt
+    assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
+    q = spec_of("--quick", "--batch", "4")  # the smoke test's workload is fixed
+    assert (q["batches"], q["prompts"], q["steps"]) == ([1], [8], 3)
+    assert spec_of("--modes", "whole,regional-int4")["modes"] == ["eager", "regional-int4", "whole"]
+
+
+def test_plan_stages():
+    spec = spec_of()
+    st = demo_pkg.plan_stages(spec, count_jobs=0, count_modes="")
+    assert [n for n, _ in st] == ["measure:empty"] + [f"measure:{m}" for m in spec["modes"]]
+    st = dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="regional,llama.cpp-q4_0"))
+    assert {n for n in st if n.startswith("count:")} == {"count:regional", "count:llama.cpp-q4_0"}
+    # The default workload is what EXPECTED_S was measured with: no scaling.
+    assert st["measure:regional"] == progress.EXPECTED_S[("measure", "regional")]
+    big = dict(demo_pkg.plan_stages(spec_of("--full"), count_jobs=1, count_modes=""))
+    assert big["measure:regional"] > st["measure:regional"]
+
+
+def test_plan_eta(tmp_path):
+    """Time left: the unfinished stages' expected seconds, scaled by how the finished ones
+    compared with their expectation; counting runs share count_jobs cores; a running stage
+    counts what it has already spent."""
+    plan = progress.Plan.create(tmp_path, [("measure:a", 100), ("measure:b", 200), ("count:a", 300),
+                                           ("count:b", 300)], count_jobs=2)
+    assert plan.seconds_left() == pytest.approx(100 + 200 + 600 / 2)
+    plan.finish("measure:a", 200)  # twice as slow as expected
+    assert plan.seconds_left() == pytest.approx(2 * 200 + 2 * 600 / 2)
+    assert plan.seconds_left({"measure:b": 100}) == pytest.approx(2 * 200 - 100 + 600)
+    # A stage far over its estimate keeps a floor of 10% of its (scaled) estimate.
+    assert plan.seconds_left({"measure:b": 10_000}) == pytest.approx(0.1 * 400 + 600)
+    plan.start("count:a")
+    assert progress.Plan.find(tmp_path).running().keys() == {"count:a"}
+    assert "stage 2/4" in plan.eta_text()
+    assert progress.Plan.find(tmp_path / "none") is None
+    r = subprocess.run([sys.executable, "-m", "rvv_inductor.demo.progress", str(tmp_path), "done", "count:a", "600"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "count:a finished in 10m00s" in r.stdout, r.stdout + r.stderr
+
+
+def test_weight_bytes_and_memory_goals():
+    m = {"weight_bytes_step": 4000}
+    assert report.weight_bytes_per_token(m, 1) == 4000 and report.weight_bytes_per_token(m, 4) == 1000
+    assert report.weight_bytes_per_token({"weight_bytes_step": None}, 1) is None
+    g = report.memory_goals({"eager": {"rss_over_empty_kib": 1000}, "regional": {"rss_over_empty_kib": 1040},
+                             "regional-int4": {"rss_over_empty_kib": 450}, "regional-int8": {"rss_over_empty_kib": 600}})
+    assert g["regional_over_eager"] == pytest.approx(1.04) and g["regional_ok"]
+    assert g["int4_over_eager"] == pytest.approx(0.45) and not g["int4_ok"]
+    assert g["int8_over_eager"] == pytest.approx(0.6)
+    assert report.memory_goals({"eager": {"rss_over_empty_kib": None}}) == {}
+
+
+def test_llamacpp_counts(tmp_path):
+    """llama.cpp's decode steps are one region: per token = the region's totals / steps; the
+    counting run's JSON line names the ggml variant."""
+    reg = {"insns": 3.0e6, "vector_insns": 1.0e6, "vsetvl": 0, "vbeats": 2.0e6, "bytes_read": 9e5,
+           "bytes_written": 1e3, "dram_read_bytes": 8e5, "dram_write_bytes": 0, "calls": 3}
+    assert report.counted_llamacpp(tmp_path, "llama.cpp-q4_0") is None
+    (tmp_path / "count-argv-llama.cpp-q4_0.json").write_text(json.dumps(
+        {"argv": ["x"], "prompt": 8, "steps": 3, "region": worker.LLAMACPP_REGION}))
+    (tmp_path / "counts-llama.cpp-q4_0.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+    (tmp_path / "count-llama.cpp-q4_0.stdout").write_text('noise\n{"ggml_cpu_so": "libggml-cpu-riscv64_v.so"}\n')
+    (c,) = report.counted_llamacpp(tmp_path, "llama.cpp-q4_0")
+    assert c["decode_rest"]["insns"] == pytest.approx(1.0e6) and c["decode_linear"] is None
+    assert c["backend"] == "libggml-cpu-riscv64_v.so"
+    # One core: (2e6 - 1e6 scalar-like) / 3 * CPI + 2e6 / 3 beats, against DRAM 8e5 / 3 bytes.
+    comp = ((2.0e6 * policy.CPI_SCALAR + 2.0e6) / 3) / policy.K1_CLOCK_HZ
+    mem = 8e5 / 3 / policy.K1_DRAM_BYTES_PER_S
+    assert c["est_decode_tok_s"] == pytest.approx(1 / max(comp, mem))
