@@ -5,7 +5,7 @@
 //
 //   linear_bench --path scalar|rvv|rvv_zvfh|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
 //                [--weights bf16|int8|int4] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
-//                [--region ID] [--no-check]
+//                [--region ID] [--no-check] [--threads T]
 //
 // --path names an ISA variant of the kernel table (csrc/rvv_inductor/kernel_isas.inl); the
 // run uses exactly that variant's features. Quantized weights (--weights int8|int4) are
@@ -13,6 +13,10 @@
 // the default; int4: 32, 64 or 128, default 32), --zero-points stores a zero point per
 // group (int4), --scales the scale dtype (default f16, as GGUF files have). --x-int8 lets
 // the dispatcher quantize the activations to int8 (LinearOperands::x_int8; int4 decode).
+//
+// --threads T: LinearOperands::nthreads (default 1; 0 = the OpenMP default). With T > 1
+// libgomp's pool is started before the region, so the region holds the work, not thread
+// creation; count with OMP_WAIT_POLICY=passive (idle workers sleep instead of spinning).
 //
 // Prints one JSON line describing the run (shape, format, kernel that ran, buffer sizes,
 // check).
@@ -22,6 +26,8 @@
 // one packed block copied with memcpy instead of N*K scalar element moves (for the
 // 467 MB lm_head weight that is seconds instead of many minutes). Instruction counts do
 // not depend on the values: the kernels have no data-dependent control flow.
+#include <dlfcn.h>
+
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -74,7 +80,7 @@ int main(int argc, char** argv) {
   int64_t M = 1, K = 0, N = 0;
   int group = -1;
   bool zero_points = false, x_int8 = false;
-  int region = 1;
+  int region = 1, threads = 1;
   bool check = true;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -94,10 +100,12 @@ int main(int argc, char** argv) {
     else if (a == "--scales") scales = next();
     else if (a == "--region") region = std::atoi(next());
     else if (a == "--no-check") check = false;
+    else if (a == "--threads") threads = std::atoi(next());
     else die("unknown argument %s", a.c_str());
   }
   if (M < 1 || K < 1 || N < 1) die("--m, --k and --n must be >= 1");
   if (region < 1 || region > 2047) die("--region must be in 1..2047");
+  if (threads < 0 || threads > 256) die("--threads must be in 0..256");
 
   rvv_cpu_features hw{};
   rvv_detect_cpu(&hw);
@@ -218,6 +226,14 @@ int main(int argc, char** argv) {
   p.scratch = scratch.get();
   p.scratch_floats = scratch_n;
   p.x_int8 = x_int8 ? 1 : 0;
+  p.nthreads = threads;
+  const int threads_used = ri::linear_threads(threads);
+  if (threads_used > 1) {
+    // Start libgomp's pool at full size outside the region (the warm-up below may use fewer).
+    if (void* h = dlopen("libgomp.so.1", RTLD_NOW | RTLD_LOCAL))
+      if (auto par = reinterpret_cast<void (*)(void (*)(void*), void*, unsigned, unsigned)>(dlsym(h, "GOMP_parallel")))
+        par([](void*) {}, nullptr, unsigned(threads_used), 0);
+  }
 
   // Warm-up: the same call on the first few column blocks, outside any region. It runs
   // the same code (and the one-time CPU detection); a full-width warm-up would only
@@ -284,12 +300,12 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"program\": \"linear_bench\", \"path\": \"%s\", \"path_used\": \"%s\", \"kernel\": \"%s\", "
       "\"format\": \"%s\", \"weights\": \"%s\", \"group\": %d, \"zero_points\": %d, \"scales\": \"%s\", "
-      "\"x_int8\": %d, "
+      "\"x_int8\": %d, \"threads\": %d, \"threads_used\": %d, "
       "\"M\": %" PRId64 ", \"K\": %" PRId64 ", \"N\": %" PRId64 ", \"nb\": %" PRId64 ", \"vlenb\": %d, "
       "\"weight_bytes\": %" PRId64 ", \"weight_buffer_bytes\": %" PRId64 ", \"packed_bytes\": %" PRId64
       ", \"x_bytes\": %" PRId64 ", \"y_bytes\": %" PRId64 ", \"region\": %d, \"checked\": %d, \"check_failures\": %d}\n",
       path.c_str(), ri::kernel_path_name(used), kernel ? kernel : "?", format.c_str(), weights.c_str(),
-      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", x_int8 ? 1 : 0, M, K, N,
+      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", x_int8 ? 1 : 0, threads, threads_used, M, K, N,
       packed ? nb : int64_t(0), hw.vlenb, N * K * 2, w_bytes, w_bytes, M * K * 2, M * N * 2, region, checked, bad);
   return bad ? 1 : 0;
 }

@@ -16,7 +16,9 @@
 # 6. per-thread counting (bench/thread_selftest.cpp): N pthreads / libgomp threads each run
 #    a known loop inside one region opened by the main thread, at 1, 2 and 4 threads;
 #    each thread's LMUL-4 instruction count must be exactly its loop's, its instruction
-#    count within THREAD_SLACK of 3 per iteration, and the totals the sum of the threads.
+#    count within THREAD_SLACK of 3 per iteration, and the totals the sum of the threads;
+# 7. the library's own split (linear_bench --threads 8) on the thin k/v_proj: all 8
+#    threads run vector work and the busiest has at most 1.25x the mean beats.
 # Takes about a minute when the QEMU build is cached (the first build adds ~5 minutes).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib/common.sh"
@@ -157,6 +159,17 @@ for q in 10 72; do
     done
   done
 done
+
+echo "== the library's own split, counted: k/v_proj decode (N=256: 4 blocks at VLEN 256) on 8 threads"
+out="$work/kv8.kv"
+OMP_WAIT_POLICY=passive QEMU_CPU=$CPU256 "$RVV_BENCH_QEMU10" -L "$SYSROOT" -plugin "$RVV_BENCH_PLUGIN10,vlen=256,format=kv,out=$out" \
+  "$BUILD/bench/linear_bench" --path rvv --m 1 --k 1536 --n 256 --threads 8 >"$work/kv8.out"
+grep -q '"check_failures": 0' "$work/kv8.out" && grep -q '"threads_used": 8' "$work/kv8.out" &&
+  pass "8-thread call ran on 8 threads, output spot check" || fail "8-thread call: $(cat "$work/kv8.out")"
+vec_threads=$(awk '$1 ~ /^regions\.1\.threads\.[0-9]+\.vbeats$/ && $2 > 0 { n++ } END { print n + 0 }' "$out")
+[ "$vec_threads" = 8 ] && pass "all 8 threads ran vector work" || fail "$vec_threads of 8 threads ran vector work"
+imb=$(value "$out" regions.1.imbalance.vbeats)
+awk -v i="$imb" 'BEGIN { exit !(i >= 1 && i <= 1.25) }' && pass "beat imbalance $imb <= 1.25" || fail "beat imbalance $imb"
 
 echo "bench smoke test ($((SECONDS - t0)) s)"
 echo "smoke: $passes passed, $failures failed"

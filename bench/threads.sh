@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Per-thread counts of the library's Linear kernels at 1, 2, 4 and 8 threads, for the
+# Qwen2.5-1.5B layer shapes, and the estimated K1 speed-up curve with DRAM shared.
+# The one command that regenerates bench/results/threads/:
+#
+#   bench/threads.sh [--quick] [--out DIR] [--report-only]
+#
+#   --quick        M = 1 bf16 only, without lm_head, into build/bench-threads-quick
+#   --out DIR      results directory (default bench/results/threads)
+#   --report-only  only re-run bench/threads_report.py on DIR/raw
+#
+# Each row is one linear_bench call (through rvv_inductor::linear_bf16, the entry every
+# library path reaches, with LinearOperands::nthreads = T: partition_columns over
+# libgomp's pool) under QEMU 10 at VLEN 256 with the rvvcount plugin, which charges the
+# work of every thread to the region and reports it per thread. Runs use
+# OMP_WAIT_POLICY=passive so that idle workers sleep in futex instead of spinning (a
+# spinning thread would be counted as working). The pool is started before the region.
+#
+# Shapes (N x K): q/o_proj 1536x1536, k/v_proj 256x1536, gate/up_proj 8960x1536 (and
+# fused gate_up 17920x1536), down_proj 1536x8960, lm_head 151936x1536; M = 1 (decode)
+# and 4, 16 (small GEMMs; lm_head M = 1 only) for bf16, M = 1 for int8 (per-channel) and
+# int4 (group 32, f16 scales: Q4_0-like).
+#
+# bench/threads_report.py turns the raw JSON into threads.csv and threads.md: per row the
+# busiest thread's instructions, beats and DRAM bytes, the imbalance, and the estimated
+# K1 time max(busiest thread's cycles / clock, all threads' DRAM bytes / bandwidth) at the
+# peak and at the achieved bandwidth of python/rvv_inductor/policy.py.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib/common.sh"
+cd "$RVV_REPO"
+
+quick=0 out="" report_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    --report-only) report_only=1; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) rvv_die "bench/threads.sh: unknown option $1" ;;
+  esac
+done
+[ -n "$out" ] || { [ $quick = 1 ] && out=build/bench-threads-quick || out=bench/results/threads; }
+mkdir -p "$out/raw"
+
+if [ $report_only = 0 ]; then
+  [ "$RVV_HOST_ARCH" = x86_64 ] || rvv_die "bench/threads.sh needs QEMU (x86_64 host)"
+  scripts/build-qemu-plugins >/dev/null
+  # shellcheck disable=SC1091
+  source "$RVV_CACHE/bench/env"
+  BUILD=build/bench-threads
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake -DCMAKE_BUILD_TYPE=Release \
+    -DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON -DRVV_BENCH_TORCH_SYSROOT= >/dev/null
+  ninja -C "$BUILD" linear_bench >/dev/null
+  rev=$(git rev-parse --short HEAD)
+  CPU=$(rvv_qemu_cpu 256 1 0 1)  # V + Zfh: the K1's plain-V kernels and the Zvfh quantized ones
+  shapes="q_proj:1536:1536 k_proj:256:1536 o_proj:1536:1536 up_proj:8960:1536 gate_up:17920:1536 down_proj:1536:8960 lm_head:151936:1536"
+  ms="1 4 16" quant="int8 int4"
+  if [ $quick = 1 ]; then
+    shapes="q_proj:1536:1536 k_proj:256:1536 down_proj:1536:8960"
+    ms="1" quant=""
+  fi
+  run() {  # name N K M weights threads
+    local name=$1 N=$2 K=$3 M=$4 wt=$5 T=$6 f
+    f="$out/raw/${name}-${wt}-m$M-t$T.json"
+    [ -s "$f" ] && return 0
+    local extra=()
+    [ "$wt" = int4 ] && extra=(--group 32)
+    OMP_WAIT_POLICY=passive QEMU_CPU=$CPU "$RVV_BENCH_QEMU10" -L /usr/riscv64-linux-gnu \
+      -plugin "$RVV_BENCH_PLUGIN10,vlen=256,out=$f.plugin" \
+      "$BUILD/bench/linear_bench" --path rvv --m "$M" --k "$K" --n "$N" --weights "$wt" "${extra[@]}" \
+      --threads "$T" >"$f.prog" || { rm -f "$f.plugin" "$f.prog"; rvv_die "linear_bench failed: $name $wt M=$M T=$T"; }
+    python3 - "$f" "$name" "$rev" <<'EOF'
+import json, sys
+f, name, rev = sys.argv[1:4]
+prog = json.loads(open(f + ".prog").read().strip().splitlines()[-1])
+plugin = json.load(open(f + ".plugin"))
+json.dump({"shape": name, "rev": rev, "program": prog, "plugin": plugin}, open(f, "w"))
+EOF
+    rm -f "$f.plugin" "$f.prog"
+    echo "  $name $wt M=$M T=$T"
+  }
+  for s in $shapes; do
+    IFS=: read -r name N K <<<"$s"
+    for M in $ms; do
+      [ "$name" = lm_head ] && [ "$M" != 1 ] && continue
+      for T in 1 2 4 8; do run "$name" "$N" "$K" "$M" bf16 "$T"; done
+    done
+    for wt in $quant; do
+      for T in 1 2 4 8; do run "$name" "$N" "$K" 1 "$wt" "$T"; done
+    done
+  done
+fi
+python3 bench/threads_report.py "$out"
