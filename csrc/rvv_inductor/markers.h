@@ -2,8 +2,9 @@
  *
  *   RVV_BENCH_BEGIN(id); work(); RVV_BENCH_END(id);
  *
- * charges everything the calling thread executes between the two markers to region
- * `id` (an integer constant, 1..2047). The markers are `ori x0,x0,id` / `xori x0,x0,id`:
+ * charges everything every thread of the process executes while the region is open
+ * (opened and closed by the calling thread) to region `id` (an integer constant,
+ * 1..2047), reported per thread and in total (bench/README.md, "Threads"). The markers are `ori x0,x0,id` / `xori x0,x0,id`:
  * architectural no-op HINTs, so the same binary runs unchanged on hardware and costs
  * one issue slot per marker there. The "memory" clobber keeps the compiler from moving
  * loads and stores of the measured work across a marker.
