@@ -7,7 +7,11 @@
 * with V: the ``cpp_prefix.h`` overlay, the RVV vector ISA and the RVV micro-GEMMs
   (``inductor/prefix_overlay.py``, ``vec_isa.py``, ``micro_gemm.py``);
 * the lowerings that route BF16 GEMMs to the C++ GEMM template: ``aten.mm``/``addmm``
-  (``inductor/routing.py``) and ``rvv_inductor::linear_packed`` (``packed_lowering.py``).
+  (``inductor/routing.py``) and ``rvv_inductor::linear_packed`` (``packed_lowering.py``);
+  with ``weights="int8"|"int4"``, frozen weights quantized at compile time and run by the
+  quantized kernels (``inductor/quant_lowering.py``);
+* a no-op post-grad pass whose uuid carries the gate and weight format into Inductor's FX
+  graph cache key.
 
 ``disable()`` undoes every patch in reverse order and then calls the callbacks registered
 with ``on_disable`` (the regional runtime forgets its compiled regions there).
@@ -50,22 +54,42 @@ def _register_torch_logs() -> None:
             log.propagate = False
 
 
-def enable(gate: Gate | None = None) -> dict:
+def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: int | None = None,
+           keep_bf16=None) -> dict:
     """Install the RVV ISA, the micro-GEMMs, the cache-size fix and the routing.
 
     ``gate`` decides which GEMMs of a whole-graph compile go to RVV (default:
-    ``Gate()`` with the keys of RVV_INDUCTOR_GATE). Calling it again is a no-op, except
-    that a new ``gate`` replaces the old one. Raises CpuOverrideError if RVV_INDUCTOR_CPU
-    claims features the CPU lacks. Returns a status dict (what was installed and why)."""
-    with _lock:
-        from .inductor import routing
+    ``Gate()`` with the keys of RVV_INDUCTOR_GATE).
 
+    ``weights``: "bf16" (the default: frozen weights stay BF16), "int8" or "int4": the
+    frozen BF16 weight of every gated GEMM is quantized at compile time (round to nearest,
+    FP16 scales, the format of ``compile_linears(weights=...)``) and runs the quantized
+    kernels (``inductor/quant_lowering.py``). ``group_size``: K rows per scale
+    (``policy.GROUP_SIZES``; default ``policy.DEFAULT_GROUP_SIZE``: INT8 0 = per output
+    channel, INT4 64); a layer whose K it does not divide stays BF16 (reason
+    NOT_QUANTIZABLE). ``keep_bf16``: modules or weight tensors to leave in BF16
+    (``keep_bf16=[model.lm_head]``). Needs ``torch._inductor.config.freezing=True`` and
+    ``torch.no_grad()``, like the BF16 routing. Bad values raise ValueError.
+
+    Calling it again is a no-op, except that a new ``gate`` or ``weights`` replaces the old
+    one. Raises CpuOverrideError if RVV_INDUCTOR_CPU claims features the CPU lacks. Returns
+    a status dict (what was installed and why)."""
+    with _lock:
+        from .inductor import quant_lowering, routing
+
+        spec = None
+        if weights is not None or group_size is not None or keep_bf16 is not None:
+            spec = quant_lowering.QuantSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16)
         if gate is not None:
             routing.set_gate(gate)
+        if spec is not None:
+            quant_lowering.set_spec(spec)
         if _patches.active:
+            _status["weights"] = quant_lowering.get_spec().format
             return dict(_status)
         info = cpu.effective()  # may raise CpuOverrideError: fail before patching anything
         routing.set_gate(gate or Gate.from_env())
+        quant_lowering.set_spec(spec or quant_lowering.QuantSpec())
         _register_torch_logs()
         try:
             _status.clear()
@@ -86,7 +110,7 @@ def _install(info: cpu.CpuInfo) -> dict:
     import torch.utils.cpp_extension as cpp_extension
 
     from . import ops
-    from .inductor import cache_sizes, micro_gemm, packed_lowering, prefix_overlay, routing, vec_isa
+    from .inductor import cache_sizes, micro_gemm, packed_lowering, prefix_overlay, quant_lowering, routing, vec_isa
 
     st = {"cpu": info, "vec_isa": None, "march": None, "micro_gemms": [], "routing": True}
     _patches.set(torch.cpu, "get_capabilities", cache_sizes.get_capabilities_wrapper(torch.cpu.get_capabilities))
@@ -103,6 +127,14 @@ def _install(info: cpu.CpuInfo) -> dict:
             st["micro_gemms"].append(f"{cls.__name__}{tuple(cfgs[0].register_blocking)}")
         picked = cpu_vec_isa.pick_vec_isa()
         st["vec_isa"] = str(picked) if picked else None
+    if inductor_config.post_grad_custom_post_pass is None:
+        # Inductor's FX graph cache key does not see the gate or the weight format; this
+        # no-op pass carries them (and the kernel headers' digest) into the key.
+        _patches.set(inductor_config, "post_grad_custom_post_pass", _CacheKeyPass())
+    else:
+        log.warning("rvv_inductor: post_grad_custom_post_pass is set; changing the gate or weights= between "
+                    "compiles may reuse a cached graph (clear TORCHINDUCTOR_CACHE_DIR)")
+    st["weights"] = quant_lowering.get_spec().format
     lowerings = dict(routing.LOWERINGS)
     lowerings[ops.linear_packed] = packed_lowering.linear_packed_lowering
     for op, fn in lowerings.items():
@@ -110,6 +142,27 @@ def _install(info: cpu.CpuInfo) -> dict:
             log.warning("rvv_inductor: replacing an existing user lowering for %s", op)
         _patches.set(lowering.user_lowerings, op, fn)
     return st
+
+
+def _cache_key_pass_class():
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class CacheKeyPass(CustomGraphPass):
+        """Does nothing to the graph; its uuid puts rvv_inductor's settings in the key."""
+
+        def __call__(self, graph) -> None:
+            return None
+
+        def uuid(self):
+            from .inductor import micro_gemm, quant_lowering, routing
+
+            return f"rvv_inductor:{routing.get_gate()}:{quant_lowering.get_spec().key()}:{micro_gemm.headers_digest()}"
+
+    return CacheKeyPass
+
+
+def _CacheKeyPass():
+    return _cache_key_pass_class()()
 
 
 def on_disable(callback: Callable[[], None]) -> None:
@@ -123,6 +176,9 @@ def disable() -> None:
     with _lock:
         _patches.restore()
         _status.clear()
+        from .inductor import quant_lowering
+
+        quant_lowering.set_spec(quant_lowering.QuantSpec())
         for callback in _on_disable:
             callback()
 

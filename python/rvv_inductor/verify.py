@@ -5,6 +5,10 @@ kernel, which Linear shapes went to the RVV template and which to ATen
 (``extern_kernels.mm``/``addmm``), the built ``.so`` files, and the vector instructions in
 each ``.so`` counted by disassembling it (a string in the source proves nothing).
 
+Quantized kernels (``enable(weights="int8"|"int4")``) are listed with their format, group
+size and kernel-table name (``quantized``), and their vector instructions are counted
+like the BF16 ones; a GEMM routed to one whose ``.so`` was not built is a problem.
+
 Exit status: 0 when no routing decision is a defect (``reasons.Kind.DEFECT``: a shape
 that should have reached RVV went elsewhere) and every RVV template kernel's ``.so``
 contains vector FMAs; 1 otherwise (or when ``--expect-rvv`` shapes are missing, or the
@@ -39,6 +43,7 @@ class SoReport:
     source: str | None
     kernel_names: list[str]
     rvv_micro_gemm: str | None
+    quantized: dict | None  # {"format", "group_size", "kernel"} of a quantized kernel
     vector_total: int
     counts: dict[str, int]
     disassembler: str | None
@@ -83,8 +88,10 @@ def _shared_object(cache_dir: Path, so: Path, dis: list[str] | None) -> SoReport
     cpp = so.with_suffix(".cpp")
     src = cpp.read_text(errors="replace") if cpp.is_file() else ""
     total, counts = count_vector_instructions(so, dis) if dis else (-1, {})
+    variant = kernel_marker.find(src)
     return SoReport(str(so.relative_to(cache_dir)), str(cpp.relative_to(cache_dir)) if src else None,
-                    KERNEL_NAME.findall(src), kernel_marker.find(src), total, counts, dis[0] if dis else None)
+                    KERNEL_NAME.findall(src), variant, kernel_marker.parse_quant(variant), total, counts,
+                    dis[0] if dis else None)
 
 
 def _routing(cache_dir: Path) -> list[dict]:
@@ -111,8 +118,10 @@ def scan(cache_dir: Path) -> dict:
         src = cpp.read_text(errors="replace")
         names = KERNEL_NAME.findall(src)
         if names:
-            kernels.append({"source": str(cpp.relative_to(cache_dir)), "names": names,
-                            "rvv_micro_gemm": kernel_marker.find(src), "built": cpp.with_suffix(".so").is_file()})
+            variant = kernel_marker.find(src)
+            kernels.append({"source": str(cpp.relative_to(cache_dir)), "names": names, "rvv_micro_gemm": variant,
+                            "quantized": kernel_marker.parse_quant(variant),
+                            "built": cpp.with_suffix(".so").is_file()})
     extern_calls: collections.Counter = collections.Counter()
     for py in _sources(cache_dir, "*.py"):
         for op in EXTERN_CALL.findall(py.read_text(errors="replace")):
@@ -136,6 +145,15 @@ def evaluate(report: dict, expect: list[tuple[int, int, int]]) -> list[str]:
             problems.append(f"{s['path']}: RVV template kernel without vector FMA instructions")
     if any(e["route"] == "rvv" for e in report["routing"]) and not rvv_sos:
         problems.append("routing chose the RVV template, but no built .so contains it")
+    # A GEMM routed to a quantized kernel (dtype "int8"/"int4") needs a built .so with that
+    # kernel (format and kernel name from the marker).
+    built_quant = {(s["quantized"]["format"], s["quantized"]["kernel"]) for s in rvv_sos if s.get("quantized")}
+    for e in report["routing"]:
+        if e["route"] == "rvv" and e["dtype"] in ("int8", "int4"):
+            kernel = str(e["reason"]).split(" ")[0]
+            if (e["dtype"], kernel) not in built_quant:
+                problems.append(f"{e['op']} M={e['M']} N={e['N']} K={e['K']} was routed to the quantized kernel "
+                                f"{kernel} ({e['dtype']}), but no built .so contains it")
     if report["disassembler"] is None and rvv_sos:
         problems.append("no RVV-capable disassembler (objdump on riscv64, llvm-objdump elsewhere)")
     for m, n, k in expect:
@@ -155,6 +173,9 @@ def _table(report: dict, problems: list[str]) -> str:
     lines += ["", f"ATen extern calls in generated wrappers: {ext}", "", "Generated kernels:"]
     for k in report["kernels"]:
         tag = f"RVV {k['rvv_micro_gemm']}" if k["rvv_micro_gemm"] else "pointwise/other"
+        if k.get("quantized"):
+            q = k["quantized"]
+            tag = f"RVV {q['format'].upper()} g{q['group_size']} {q['kernel']}"
         lines.append(f"  {', '.join(k['names'])[:60]:60s} {tag:22s} {'built' if k['built'] else 'not built'}  {k['source']}")
     lines += ["", f"Shared objects (disassembled with {report['disassembler']}):"]
     for s in report["shared_objects"]:

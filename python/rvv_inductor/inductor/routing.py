@@ -15,6 +15,10 @@ it against ATen (minutes per shape on the board). We register ``user_lowerings``
 4. add the template as the *only* choice, so ``autotune_select_algorithm`` returns it
    without benchmarking.
 
+When ``enable(weights="int8" | "int4")`` asked for quantized weights, a GEMM that passed
+1. and whose weight is a frozen constant goes to ``quant_lowering.try_lower`` first: the
+constant is quantized at compile time and a quantized kernel generated instead.
+
 Anything else returns None, and Inductor's normal lowering (ATen ``extern_kernels.mm`` /
 ``addmm``) runs: no graph break, no change in behaviour. Every decision is logged
 (``TORCH_LOGS=rvv_inductor``) and recorded with its reason (``reasons.Policy`` or ``reasons.Defect``) for
@@ -35,7 +39,7 @@ from torch._inductor.utils import has_free_symbols, use_cpp_gemm_template
 from .. import cpu
 from ..policy import Gate
 from ..reasons import Defect, Fallback, Policy, Reason, record_fallback, record_rvv
-from . import template
+from . import quant_lowering, template
 
 log = logging.getLogger("rvv_inductor")
 aten = torch.ops.aten
@@ -93,6 +97,9 @@ def _try_template(op: str, mat1, mat2, bias=None, layout=None, alpha=1, beta=1):
         # Upstream's template needs X[m, k] contiguous along K; a transposed activation
         # would need a copy, which ATen's mm does as well as we could.
         return _aten(op, m, n, k, torch.bfloat16, Policy.LAYOUT, "activation not unit-stride along K")
+    quantized = quant_lowering.try_lower(op, m, n, k, layout, mat1, mat2, bias)
+    if quantized is not None:
+        return quantized
     inputs = [mat1, mat2] if bias is None else [rest[0], mat1, mat2]
     with template.conditions():
         return _lower_to_template(op, m, n, k, layout, inputs, alpha, beta)

@@ -1,0 +1,282 @@
+"""Whole-model ``torch.compile`` with weights quantized at freeze time.
+
+``rvv_inductor.enable(weights="int8" | "int4", group_size=..., keep_bf16=...)`` sets the
+``QuantSpec`` below. Then, for a GEMM that ``routing.py`` admitted (BF16, static shape,
+gate passed, unit-stride activation) and whose weight is a frozen constant
+(``V.graph.constants``, i.e. ``torch._inductor.config.freezing=True`` under
+``torch.no_grad()``):
+
+1. the constant is quantized and packed once, at compile time, with the same C ABI call
+   and format as ``compile_linears(weights=...)`` (``quantized.quantize_pack``, FP16
+   scales, no zero points, the detected block width), so both give the same bytes;
+2. the packed bytes become a new graph constant and the BF16 one is pruned when nothing
+   else reads it (as Inductor's GEMM template does with its blocked copy);
+3. a ``QuantLinearTemplate`` kernel is generated: a thin shim that includes
+   ``csrc/rvv_inductor/rvv/inductor_quant_linear.h`` and calls
+   ``rvv_inductor::linear_quant_inductor``, which runs the kernel table's quantized GEMV
+   (M == 1) or GEMM (M >= 2) over the N blocks, one contiguous range per OpenMP thread.
+   Inductor compiles it with the detected ``-march``, so the ``.so`` holds the vector code
+   and ``verify`` disassembles it. Its marker names format, group size and kernel.
+
+Shapes the user kept in BF16 (``keep_bf16``) or that cannot be quantized as asked (a group
+size that does not divide K, a bias that is not a [N] vector) are recorded with a typed
+``Policy`` reason (route "bf16") and continue on the BF16 path. Pointwise ops after the
+kernel are not fused into it (``allow_epilogue_fusion = False``): they run as Inductor's own
+loops on the kernel's output.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import torch
+import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circular-import trap)
+from torch._inductor import ir
+from torch._inductor.codegen.cpp import get_export_declaration
+from torch._inductor.codegen.cpp_template import CppTemplate
+from torch._inductor.kernel.mm_common import realize_inputs
+from torch._inductor.utils import parallel_num_threads
+from torch._inductor.virtualized import V
+
+from .. import cpu, quantized
+from ..policy import DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS
+from ..reasons import Fallback, Policy, record_fallback, record_rvv
+from . import kernel_marker
+
+log = logging.getLogger("rvv_inductor")
+
+SCALE_DTYPE = "f16"  # as compile_linears: FP16 scales
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantSpec:
+    """What ``enable(weights=..., group_size=..., keep_bf16=...)`` asked for.
+
+    ``keep_bf16`` holds the weights to leave in BF16, identified by their storage
+    (``data_ptr``): a whole-model graph does not know module names, so the caller passes
+    the modules or weight tensors themselves (``keep_bf16=[model.lm_head]``)."""
+
+    format: str = "bf16"
+    group_size: int = 0
+    keep_bf16: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, weights: str, group_size: int | None = None, keep_bf16: Any = ()) -> QuantSpec:
+        if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
+            raise ValueError(f"enable: weights={weights!r} is not one of {', '.join(map(repr, WEIGHT_FORMATS))}")
+        if weights == "bf16":
+            if group_size not in (None, 0):
+                raise ValueError("enable: group_size applies to weights='int8' or 'int4', not 'bf16'")
+            if keep_bf16:
+                raise ValueError("enable: keep_bf16 applies to weights='int8' or 'int4'")
+            return cls()
+        g = DEFAULT_GROUP_SIZE[weights] if group_size is None else group_size
+        if isinstance(g, bool) or not isinstance(g, int) or g not in GROUP_SIZES[weights]:
+            extra = " (0, one scale per output channel, is INT8 only)" if weights == "int4" and g == 0 else ""
+            raise ValueError(f"enable: group_size={g!r} is not supported for {weights}{extra}; "
+                             f"choose one of {GROUP_SIZES[weights]}")
+        return cls(weights, g, _weight_ptrs(keep_bf16))
+
+    @property
+    def quantized(self) -> bool:
+        return self.format != "bf16"
+
+    def key(self) -> str:
+        """A string that changes with every setting (part of Inductor's FX cache key)."""
+        return f"{self.format}:g{self.group_size}:keep{sorted(self.keep_bf16)}"
+
+
+def _weight_ptrs(keep: Any) -> tuple[int, ...]:
+    if keep is None:
+        return ()
+    if isinstance(keep, (torch.nn.Module, torch.Tensor)):
+        keep = (keep,)
+    if isinstance(keep, str) or not hasattr(keep, "__iter__"):
+        raise ValueError("enable: keep_bf16 takes modules or weight tensors (e.g. keep_bf16=[model.lm_head]): a "
+                         f"whole-model compile does not see module names; got {keep!r}")
+    ptrs = []
+    for item in keep:
+        if isinstance(item, torch.nn.Module):
+            w = getattr(item, "weight", None)
+            if not isinstance(w, torch.Tensor):
+                raise ValueError(f"enable: keep_bf16 module {type(item).__name__} has no weight tensor")
+            ptrs.append(w.data_ptr())
+        elif isinstance(item, torch.Tensor):
+            ptrs.append(item.data_ptr())
+        else:
+            raise ValueError("enable: keep_bf16 takes modules or weight tensors (e.g. keep_bf16=[model.lm_head]); "
+                             f"got {item!r}")
+    return tuple(ptrs)
+
+
+_spec = QuantSpec()
+
+
+def set_spec(spec: QuantSpec) -> None:
+    global _spec
+    _spec = spec
+
+
+def get_spec() -> QuantSpec:
+    return _spec
+
+
+def kernel_name(fmt: str, m: int, info: cpu.CpuInfo) -> str:
+    """The kernel-table name of what the generated code runs: the variant the dispatcher
+    takes for quantized weights on this CPU (rvv_zvfh with Zvfh, else rvv), GEMV for M == 1,
+    GEMM for M >= 2 (rvv/inductor_quant_linear.h)."""
+    isa = "rvv_zvfh" if info.has_zvfh else "rvv"
+    return f"{isa}/{fmt}/" + ("gemv_1xm8" if m == 1 else "gemm_4xm4")
+
+
+class QuantLinearTemplate(CppTemplate):
+    """Y = X . W^T (+ bias) with W quantized and packed, as one generated C++ kernel."""
+
+    HEADER = "rvv_inductor/rvv/inductor_quant_linear.h"
+
+    def __init__(self, input_nodes, layout: ir.Layout, num_threads: int, *, lay, fmt: str, variant: str,
+                 has_bias: bool) -> None:
+        super().__init__("rvv_quant_linear", input_nodes, layout, num_threads)
+        self.lay, self.fmt, self.variant, self.has_bias = lay, fmt, variant, has_bias
+
+    def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
+               epilogue_nodes=None, **kwargs) -> str:
+        from .micro_gemm import headers_digest
+
+        if epilogue_nodes:
+            raise NotImplementedError("rvv_inductor: the quantized Linear kernel takes no fused epilogue")
+        nodes = template_buffer_node.inputs if template_buffer_node is not None else self.input_nodes
+        x, w = nodes[0], nodes[1]
+        b = nodes[2] if self.has_bias else None
+        y = template_buffer_node if template_buffer_node is not None else self.output_node
+        inputs = {"X": x, "W": w}
+        if b is not None:
+            inputs["B"] = b
+        m, k = (int(s) for s in x.get_size())
+        n = int(y.get_size()[1])
+        ldx = int(x.get_stride()[0]) if m > 1 else k
+        lay = self.lay
+        decl = kernel.def_kernel(inputs=inputs, outputs={"Y": y})
+        bias = "B" if b is not None else "static_cast<const c10::BFloat16*>(nullptr)"
+        return "\n".join([
+            self.header().getvalue(),
+            kernel_marker.line(self.variant, headers_digest()),
+            f"// Y[{m}, {n}] = X[{m}, {k}] . W^T{' + B' if b is not None else ''}, W {self.fmt} packed "
+            f"({lay.bytes} bytes, group {lay.group_size}, nb {lay.nb}); {self.num_threads} threads over N blocks",
+            f'#include "{self.HEADER}"',
+            "",
+            f'extern "C" {get_export_declaration()}',
+            decl,
+            "{",
+            f"    rvv_inductor::linear_quant_inductor_or_throw<{lay.dtype}, {'true' if m == 1 else 'false'}>("
+            f"X, {ldx}, {m}, {n}, {k}, W, {lay.group_size}, {lay.scale_dtype}, {lay.zero_points}, {lay.nb}, "
+            f"{lay.bytes}, {bias}, Y, {n}, {self.num_threads});",
+            "}",
+            "",
+        ])
+
+
+def _frozen_constant(mat2) -> tuple[str, torch.Tensor] | None:
+    """(name, [K, N] view of the constant) when mat2 reads a frozen constant, else None."""
+    try:
+        name = mat2.get_name()
+    except Exception:  # noqa: BLE001  (an unrealized view: not a plain constant)
+        return None
+    const = V.graph.constants.get(name)
+    if const is None or const.dtype != torch.bfloat16 or const.device.type != "cpu":
+        return None
+    lay = mat2.get_layout()
+    try:
+        size, stride, offset = [int(s) for s in lay.size], [int(s) for s in lay.stride], int(lay.offset)
+        with _real_tensors():
+            view = torch.as_strided(const, size, stride, offset)
+    except Exception:  # noqa: BLE001  (symbolic or odd layouts: not ours)
+        return None
+    return name, view
+
+
+def _real_tensors():
+    """Lowering may run under a fake-tensor mode; the constants are real tensors."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
+def _quantize(name: str, w_nk: torch.Tensor, lay) -> torch.Tensor:
+    """Packed bytes of the constant (once per graph, constant and layout)."""
+    cache = getattr(V.graph, "_rvv_quant_cache", None)
+    if cache is None:
+        cache = {}
+        V.graph._rvv_quant_cache = cache
+    key = (name, lay.dtype, lay.group_size, lay.nb, tuple(w_nk.shape))
+    if key not in cache:
+        with _real_tensors():
+            cache[key] = quantized.quantize_pack(w_nk.contiguous(), lay)
+    return cache[key]
+
+
+def _prune(mat2, packed_box) -> None:
+    """Drop the BF16 constant when this GEMM was its only reader (memory)."""
+    try:
+        from torch._inductor.codegen.cpp_gemm_template import prune_tensors
+
+        data = mat2.unwrap_view() if isinstance(mat2, ir.BaseView) else mat2
+        if isinstance(data, ir.Buffer):
+            data = ir.StorageBox(data)
+        prune_tensors([data], [packed_box])
+    except Exception as e:  # noqa: BLE001  (keeping the constant costs memory, not correctness)
+        log.debug("rvv_inductor: could not prune the BF16 constant: %s", e)
+
+
+def try_lower(op: str, m: int, n: int, k: int, layout, mat1, mat2, bias):
+    """The quantized kernel node for a gated GEMM, or None to go on with the BF16 path.
+
+    mat1, mat2: realized by mm_args; bias: the addmm input as it came (or None)."""
+    spec = _spec
+    if not spec.quantized:
+        return None
+    found = _frozen_constant(mat2)
+    if found is None:
+        return None  # the BF16 path records why (Defect.NOT_FROZEN)
+    name, w_kn = found
+    if w_kn.data_ptr() in spec.keep_bf16 or V.graph.constants[name].data_ptr() in spec.keep_bf16:
+        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.KEPT_BF16, name))
+        return None
+    if spec.group_size and k % spec.group_size:
+        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(
+            Policy.NOT_QUANTIZABLE, f"group_size={spec.group_size} does not divide K={k}"))
+        return None
+    info = cpu.effective()
+    try:
+        lay = quantized.layout(quantized.FORMAT_CODES[spec.format], spec.group_size,
+                               quantized.SCALE_DTYPES[SCALE_DTYPE], False, n, k, info.block_n)
+    except quantized.QuantError as e:
+        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.NOT_QUANTIZABLE, str(e)))
+        return None
+    b = None
+    if bias is not None:
+        if len(bias.get_size()) != 1 or int(bias.get_size()[0]) != n:
+            record_fallback(op, m, n, k, spec.format, "bf16", Fallback(
+                Policy.NOT_QUANTIZABLE, f"bias of shape {list(bias.get_size())} is not a [{n}] vector"))
+            return None
+        b = ir.ExternKernel.require_contiguous(realize_inputs(bias))
+    if not (isinstance(mat1.get_layout(), ir.FixedLayout) and mat1.get_stride()[-1] == 1):
+        mat1 = ir.ExternKernel.require_contiguous(mat1)
+    with _real_tensors():
+        w_nk = w_kn.t()
+    packed = _quantize(name, w_nk, lay)
+    packed_box = V.graph.add_tensor_constant(packed, name=f"{name}_rvv_{spec.format}")
+    inputs = [mat1, packed_box] + ([b] if b is not None else [])
+    kernel = kernel_name(spec.format, m, info)
+    out_layout = ir.FixedLayout(mat1.get_device(), torch.bfloat16, [m, n])
+    template = QuantLinearTemplate(inputs, out_layout, parallel_num_threads(), lay=lay, fmt=spec.format,
+                                   variant=kernel_marker.quant_variant(spec.format, spec.group_size, kernel),
+                                   has_bias=b is not None)
+    node = template.generate().output_node()
+    buf = ir.InputsKernel.unwrap_storage_for_input(node)
+    if isinstance(buf, ir.TemplateBuffer):
+        buf.allow_epilogue_fusion = False
+    _prune(mat2, packed_box)
+    record_rvv(op, m, n, k, spec.format, f"{kernel} g{spec.group_size}")
+    return node
