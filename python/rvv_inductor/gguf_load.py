@@ -92,14 +92,70 @@ def _blocks(t, n: int, k: int):
     return values, scales
 
 
-def _float(t) -> np.ndarray:
+def _read(f, t, path) -> np.ndarray:
+    """The tensor's bytes (uint8), read from the file (not mapped: only the tensor being
+    loaded is in memory, and a file page never counts towards this process's RSS)."""
+    buf = np.empty(int(t.n_bytes), dtype=np.uint8)
+    f.seek(int(t.data_offset))
+    if f.readinto(memoryview(buf)) != buf.nbytes:
+        raise GGUFError(f"{path}: tensor {t.name} ends past the end of the file (truncated?)")
+    return buf
+
+
+def _bf16(raw: np.ndarray, t) -> torch.Tensor:
+    """A BF16/F16/F32 tensor's bytes -> BF16 torch tensor in [rows, cols] order (F16 and
+    F32 rounded to nearest even, BF16 as stored)."""
     gguf = _gguf()
-    return np.asarray(gguf.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(
-        [int(d) for d in reversed(t.shape)])
+    q = gguf.GGMLQuantizationType
+    shape = [int(d) for d in reversed(t.shape)]
+    if t.tensor_type == q.BF16:
+        return torch.from_numpy(raw.view(np.int16)).view(torch.bfloat16).reshape(shape)
+    if t.tensor_type == q.F16:
+        return torch.from_numpy(raw.view(np.float16)).to(torch.bfloat16).reshape(shape)
+    if t.tensor_type == q.F32:
+        return torch.from_numpy(raw.view(np.float32)).to(torch.bfloat16).reshape(shape)
+    # Q8_0/Q4_0 outside a Linear (embedding): dequantized in FP32, then BF16
+    return torch.from_numpy(np.asarray(gguf.dequantize(raw, t.tensor_type), dtype=np.float32)).to(
+        torch.bfloat16).reshape(shape)
+
+
+def _gguf_name(hf: str) -> str:
+    """The GGUF name of a transformers parameter (for error messages)."""
+    if hf == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if hf == "model.norm.weight":
+        return "output_norm.weight"
+    if hf == "lm_head.weight":
+        return "output.weight"
+    parts = hf.split(".")
+    if len(parts) >= 5 and parts[:2] == ["model", "layers"]:
+        rest = ".".join(parts[3:-1])
+        for g, h in list(_LINEAR.items()) + list(_OTHER.items()):
+            if h == rest:
+                return f"blk.{parts[2]}.{g}.{parts[-1]}"
+    return hf
+
+
+def _set_tensor(model, hf: str, value: torch.Tensor, path: str, gname: str) -> None:
+    """Put ``value`` where the (meta) parameter ``hf`` is, after checking its shape."""
+    mod_name, _, pname = hf.rpartition(".")
+    mod = model.get_submodule(mod_name)
+    old = mod._parameters.get(pname)
+    if old is None:
+        raise GGUFError(f"{path}: tensor {gname} has no place in this model")
+    if tuple(old.shape) != tuple(value.shape):
+        raise GGUFError(f"{path}: {gname} is {list(value.shape)}, the model expects {list(old.shape)}")
+    mod._parameters[pname] = torch.nn.Parameter(value, requires_grad=False)
 
 
 def load_gguf(path: str | os.PathLike):
-    """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode."""
+    """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode.
+
+    Memory: the model is built on the meta device and filled tensor by tensor, each read
+    from the file into a buffer of its own size; Q8_0/Q4_0 Linear weights go from the
+    file's blocks to the packed layout directly, BF16 tensors are used as stored. The peak
+    is the loaded model plus the largest tensor's transients (for a Q4_0 weight: its bytes,
+    its int8 values and its packed copy)."""
     gguf = _gguf()
     import transformers
 
@@ -148,59 +204,63 @@ def load_gguf(path: str | os.PathLike):
     if arch == "qwen2":
         config, cls = transformers.Qwen2Config(**common), transformers.Qwen2ForCausalLM
     else:
-        config, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
-    model = cls(config).to(torch.bfloat16).eval()
+        has_bias = any(h.endswith("_proj.bias") for h in tensors)
+        config, cls = transformers.LlamaConfig(attention_bias=has_bias, **common), transformers.LlamaForCausalLM
+    with torch.device("meta"):
+        model = cls(config).to(torch.bfloat16)
+    model.eval()
 
     nb = cpu.effective().block_n
-    state = {}
-    for hf, t in tensors.items():
-        heads = n_head if hf.endswith("q_proj.weight") or hf.endswith("q_proj.bias") else \
-            n_kv if hf.endswith("k_proj.weight") or hf.endswith("k_proj.bias") else 0
-        permute = arch == "llama" and heads
-        if t.tensor_type in (q.Q8_0, q.Q4_0) and hf.endswith(".weight") and hf.rsplit(".", 2)[-2] in \
-                {v.rsplit(".", 1)[-1] for v in _LINEAR.values()} | {"lm_head"}:
-            mod_name = hf[:-len(".weight")]
-            lin = model.get_submodule(mod_name)
-            n, k = int(t.shape[1]), int(t.shape[0])
-            if (n, k) != (lin.out_features, lin.in_features):
-                raise GGUFError(f"{path}: {t.name} is [{n}, {k}], the model expects "
-                                f"[{lin.out_features}, {lin.in_features}]")
-            values, scales = _blocks(t, n, k)
+    linear_names = {v.rsplit(".", 1)[-1] for v in _LINEAR.values()} | {"lm_head"}
+    with open(path, "rb") as f:
+        # biases first: a quantized layer is built with its bias
+        order = sorted(tensors, key=lambda hf: not hf.endswith(".bias"))
+        for hf in order:
+            t = tensors[hf]
+            heads = n_head if hf.endswith(("q_proj.weight", "q_proj.bias")) else \
+                n_kv if hf.endswith(("k_proj.weight", "k_proj.bias")) else 0
+            permute = arch == "llama" and heads
+            raw = _read(f, t, path)
+            if t.tensor_type in (q.Q8_0, q.Q4_0) and hf.endswith(".weight") and hf.rsplit(".", 2)[-2] in linear_names:
+                mod_name = hf[:-len(".weight")]
+                lin = model.get_submodule(mod_name)
+                n, k = int(t.shape[1]), int(t.shape[0])
+                if (n, k) != (lin.out_features, lin.in_features):
+                    raise GGUFError(f"{path}: {t.name} is [{n}, {k}], the model expects "
+                                    f"[{lin.out_features}, {lin.in_features}]")
+                if lin.bias is not None and lin.bias.is_meta:
+                    raise GGUFError(f"{path}: {_gguf_name(mod_name + '.bias')} is missing from the file")
+                values, scales = _blocks(type("T", (), {"data": raw, "tensor_type": t.tensor_type}), n, k)
+                del raw
+                if permute:
+                    values, scales = _unpermute(values, heads), _unpermute(scales, heads)
+                fmt = "int8" if t.tensor_type == q.Q8_0 else "int4"
+                layer = RVVQuantLinear(k, n, lin.bias, nb, fmt, 32, "f16")
+                lay = quantized.layout(RVV_DTYPE_INT8 if fmt == "int8" else RVV_DTYPE_INT4, 32, RVV_DTYPE_F16, False,
+                                       n, k, nb)
+                layer.packed_weight = quantized.pack_quantized(
+                    torch.from_numpy(np.ascontiguousarray(values)),
+                    torch.from_numpy(np.ascontiguousarray(scales)).view(torch.float16), None, lay)
+                del values, scales
+                parent, _, child = mod_name.rpartition(".")
+                setattr(model.get_submodule(parent) if parent else model, child, layer)
+                continue
+            w = _bf16(raw, t)
             if permute:
-                values, scales = _unpermute(values, heads), _unpermute(scales, heads)
-            fmt = "int8" if t.tensor_type == q.Q8_0 else "int4"
-            layer = RVVQuantLinear(k, n, lin.bias, nb, fmt, 32, "f16")
-            lay = quantized.layout(RVV_DTYPE_INT8 if fmt == "int8" else RVV_DTYPE_INT4, 32, RVV_DTYPE_F16, False,
-                                   n, k, nb)
-            layer.packed_weight = quantized.pack_quantized(torch.from_numpy(np.ascontiguousarray(values)),
-                                                           torch.from_numpy(np.ascontiguousarray(scales)).view(
-                                                               torch.float16), None, lay)
-            parent, _, child = mod_name.rpartition(".")
-            setattr(model.get_submodule(parent) if parent else model, child, layer)
-            continue
-        w = _float(t)
-        if permute:
-            w = _unpermute(w, heads)
-        state[hf] = torch.from_numpy(np.ascontiguousarray(w)).to(torch.bfloat16)
-    # biases of quantized layers: the module took lin.bias at construction; load them now
-    direct = {hf for hf, t in tensors.items() if hf.endswith(".weight") and t.tensor_type in (q.Q8_0, q.Q4_0)
-              and isinstance(model.get_submodule(hf[:-len(".weight")]), RVVQuantLinear)}
-    for hf in list(state):
-        mod_name, _, pname = hf.rpartition(".")
-        mod = model.get_submodule(mod_name)
-        if isinstance(mod, RVVQuantLinear) and pname == "bias":
-            if mod.bias is None or tuple(mod.bias.shape) != tuple(state[hf].shape):
-                raise GGUFError(f"{path}: {tensors[hf].name} does not fit the model")
-            with torch.no_grad():
-                mod.bias.copy_(state.pop(hf))
-            direct.add(hf)
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except RuntimeError as e:
-        raise GGUFError(f"{path}: tensors do not fit the {arch} model: {e}") from None
-    missing = [m for m in missing if m not in direct]
-    if config.tie_word_embeddings:
-        missing = [m for m in missing if m != "lm_head.weight"]
-    if missing or unexpected:
-        raise GGUFError(f"{path}: tensors missing from the file: {missing}; not in the model: {unexpected}")
+                w = torch.from_numpy(np.ascontiguousarray(_unpermute(w.view(torch.int16).numpy(), heads))).view(
+                    torch.bfloat16)
+            _set_tensor(model, hf, w.contiguous(), path, t.name)
+            del raw, w
+    if config.tie_word_embeddings and not isinstance(model.lm_head, RVVQuantLinear):
+        model.lm_head.weight = model.model.embed_tokens.weight
+    # buffers computed at construction (RoPE frequencies) are on the meta device: rebuild
+    for name, mod in list(model.named_modules()):
+        if any(b is not None and b.is_meta for b in mod._buffers.values()):
+            if not name.endswith("rotary_emb"):
+                raise GGUFError(f"{path}: internal: buffer of {name} left on the meta device")
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, type(mod)(config=config))
+    missing = [_gguf_name(n) for n, p in model.named_parameters() if p.is_meta]
+    if missing:
+        raise GGUFError(f"{path}: tensors missing from the file: {', '.join(missing)}")
     return model
