@@ -1,4 +1,4 @@
-"""Command line: ``python3 -m rvv_inductor {info,verify,demo}``."""
+"""Command line: ``python3 -m rvv_inductor {info,verify,demo,serve}``."""
 from __future__ import annotations
 
 import sys
@@ -28,12 +28,13 @@ def _info(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: python3 -m rvv_inductor {info,verify,demo} [args]"
+    usage = "usage: python3 -m rvv_inductor {info,verify,demo,serve} [args]"
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
         print("  info    what the CPU detector reports (and RVV_INDUCTOR_CPU's effect)")
         print("  verify  inspect an Inductor cache directory: routing, kernels, vector instructions")
         print("  demo    eager vs regional RVV vs whole-model compile on a Qwen2 decoder (demo --help)")
+        print("  serve   transformers' OpenAI-compatible server, Linear layers on RVV (serve --help)")
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "info":
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from .demo import main as demo_main
 
         return demo_main(rest)
+    if cmd == "serve":
+        from .serve import main as serve_main
+
+        return serve_main(rest)
     print(f"unknown command {cmd!r}\n{usage}", file=sys.stderr)
     return 2
 

@@ -1,0 +1,277 @@
+"""``python3 -m rvv_inductor serve MODEL``: transformers' own OpenAI-compatible server
+(``transformers serve``: /v1/chat/completions, /v1/completions, streaming, continuous
+batching with paged attention) with the model's Linear layers on RVV kernels.
+
+Nothing of the server is copied. transformers' ``Serve`` builds its ``ModelManager`` from
+``transformers.cli.serving.model_manager`` when it starts; we put a subclass there that
+loads the model through our path -- ``compile_linears(model, weights=...)`` for a
+checkpoint directory, ``load_gguf`` for a GGUF file -- and leave everything else
+(routing, batching, streaming, the HTTP layer) to transformers.
+
+The model is pinned (``force_model``): it is loaded and packed before the port opens,
+requests that name another model get transformers' own 400 answer, and it is never
+unloaded for idleness.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+class ServeError(Exception):
+    """Bad input to ``serve``: printed as one line, exit status 2."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m rvv_inductor serve",
+                                description="transformers' OpenAI-compatible server with RVV Linear kernels")
+    p.add_argument("model", metavar="MODEL_DIR_OR_GGUF",
+                   help="a local Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer) "
+                        "or a Qwen2/Llama .gguf file")
+    p.add_argument("--weights", choices=("bf16", "int8", "int4"), default=None,
+                   help="Linear weight format for a checkpoint directory (default bf16); a GGUF keeps its own")
+    p.add_argument("--group-size", type=int, default=None, help="K rows per quantization scale (int8/int4)")
+    p.add_argument("--keep-bf16", action="append", default=[], metavar="PATTERN",
+                   help="layers kept in BF16 (fnmatch on the layer name, e.g. lm_head); repeatable")
+    p.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model's own)")
+    p.add_argument("--continuous-batching", action="store_true",
+                   help="transformers' continuous batching with paged attention")
+    p.add_argument("--cb-block-size", type=int, help="KV cache block size in tokens (continuous batching)")
+    p.add_argument("--cb-num-blocks", type=int, help="KV cache blocks (continuous batching)")
+    p.add_argument("--cb-max-batch-tokens", type=int, help="tokens per batch (continuous batching)")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    p.add_argument("--log-level", default="warning", help="transformers log level (default warning)")
+    p.add_argument("--ready-file", metavar="FILE",
+                   help="write a JSON line (port, layers, formats) to FILE once the server accepts requests")
+    return p
+
+
+def _is_gguf(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() == ".gguf"
+
+
+def check_model(path: str, weights: str | None) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise ServeError(f"{path}: no such file or directory")
+    if _is_gguf(p):
+        with open(p, "rb") as f:
+            if f.read(4) != b"GGUF":
+                raise ServeError(f"{path}: not a GGUF file (bad magic)")
+        if weights not in (None, "bf16") and weights is not None:
+            raise ServeError(f"--weights {weights}: a GGUF file keeps its own formats (Q8_0/Q4_0/BF16); "
+                             "drop --weights, or quantize a checkpoint directory instead")
+        return p.resolve()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ServeError(f"{path}: a model directory needs config.json (a Hugging Face checkpoint)")
+        return p.resolve()
+    raise ServeError(f"{path}: expected a checkpoint directory or a .gguf file")
+
+
+def check_port(host: str, port: int) -> None:
+    """Fail early, before the model is loaded, if the port cannot be bound (the way uvicorn
+    binds it: SO_REUSEADDR, so a TIME_WAIT socket does not count as busy)."""
+    if not 0 < port < 65536:
+        raise ServeError(f"--port {port}: not a TCP port")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise ServeError(f"--host {host}: {e}") from None
+    fam, _, _, _, addr = infos[0]
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(addr)
+    except OSError as e:
+        why = "already in use" if e.errno == errno.EADDRINUSE else e.strerror
+        raise ServeError(f"cannot listen on {host}:{port}: {why}") from None
+    finally:
+        s.close()
+
+
+def model_manager_class(opts: argparse.Namespace, summary: dict):
+    """transformers' ModelManager, loading through compile_linears / load_gguf."""
+    from transformers.cli.serving.model_manager import ModelManager
+
+    class RVVModelManager(ModelManager):
+        def _path(self, model_id_and_revision: str) -> Path:
+            return Path(model_id_and_revision.rsplit("@", 1)[0])
+
+        def _load_processor(self, model_id_and_revision: str):
+            from transformers import AutoTokenizer
+
+            path = self._path(model_id_and_revision)
+            if opts.tokenizer:
+                return AutoTokenizer.from_pretrained(opts.tokenizer)
+            if _is_gguf(path):
+                try:
+                    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+                except Exception as e:  # noqa: BLE001  (whatever transformers' GGUF tokenizer reader raises)
+                    raise ServeError(f"{path}: no tokenizer transformers can read in this GGUF "
+                                     f"({type(e).__name__}: {e}); pass --tokenizer DIR") from None
+            return super()._load_processor(model_id_and_revision)
+
+        def _load_model(self, model_id_and_revision: str, tqdm_class=None, progress_callback=None):
+            from . import regional
+            from .gguf_load import load_gguf
+
+            path = self._path(model_id_and_revision)
+            t0 = time.perf_counter()
+            if _is_gguf(path):
+                model = load_gguf(path)
+                report = regional.LinearReport()
+                for name, m in model.named_modules():
+                    if isinstance(m, regional.RVVLinear):
+                        bf16 = m.out_features * m.in_features * 2
+                        report.taken.append((name, m.out_features, m.in_features))
+                        report.formats.append((name, getattr(m, "format", "bf16"), m.packed_bytes, bf16))
+                        report.packed_bytes += m.packed_bytes
+                        report.param_bytes += bf16
+            else:
+                model = _load_checkpoint(path, self.attn_implementation)
+                report = regional.compile_linears(model, weights=opts.weights or "bf16",
+                                                  group_size=opts.group_size, keep_bf16=tuple(opts.keep_bf16))
+            model.eval()
+            summary.update(layers_rvv=len(report.taken), layers_fallback=len(report.fell_back),
+                           formats=sorted({f for _, f, _, _ in report.formats}) or ["bf16"],
+                           packed_bytes=report.packed_bytes, bf16_bytes=report.param_bytes,
+                           load_s=time.perf_counter() - t0)
+            print(f"rvv_inductor serve: {path.name}: {len(report.taken)} Linear layers on RVV "
+                  f"({', '.join(summary['formats'])}), {len(report.fell_back)} kept on ATen; packed "
+                  f"{report.packed_bytes / 2**20:.1f} MiB (BF16 would be {report.param_bytes / 2**20:.1f} MiB); "
+                  f"loaded in {summary['load_s']:.1f} s", flush=True)
+            for name, why in report.fell_back:
+                print(f"  ATen: {name}: {why}", flush=True)
+            return model
+
+    return RVVModelManager
+
+
+def _load_checkpoint(path: Path, attn_implementation: str | None):
+    """The checkpoint's causal LM in BF16 on the CPU. (transformers' own loader passes
+    ``device_map``, which needs accelerate, not packaged in Debian.)"""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(path)
+    arch = (getattr(config, "architectures", None) or [None])[0]
+    cls = getattr(transformers, arch, None) if arch else None
+    if cls is None:
+        cls = transformers.AutoModelForCausalLM
+    kwargs = {"dtype": torch.bfloat16}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    return cls.from_pretrained(path, **kwargs)
+
+
+def _wait_until_listening(server, thread: threading.Thread, timeout: float) -> None:
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if getattr(server, "started", False):
+            return
+        if not thread.is_alive():
+            raise ServeError("the HTTP server stopped while starting (port taken meanwhile?)")
+        time.sleep(0.05)
+    raise ServeError(f"the HTTP server did not start within {timeout:.0f} s")
+
+
+class Server:
+    """A running server: ``srv`` is transformers' ``Serve`` (uvicorn in a thread),
+    ``summary`` what the load did (layers, formats, packed bytes)."""
+
+    def __init__(self, srv, summary: dict, url: str) -> None:
+        self.srv, self.summary, self.url = srv, summary, url
+
+    @property
+    def model_id(self) -> str:
+        return self.srv._model_manager.force_model
+
+    def alive(self) -> bool:
+        return self.srv._thread is not None and self.srv._thread.is_alive()
+
+    def stop(self) -> None:
+        self.srv.kill_server()
+
+
+def start(opts: argparse.Namespace) -> Server:
+    """Load the model through our path and start transformers' server in a thread; return
+    once it accepts connections. Raises ServeError (or ValueError from the loaders) on
+    bad input."""
+    model = check_model(opts.model, opts.weights)
+    check_port(opts.host, opts.port)
+    if opts.threads:
+        import torch
+
+        torch.set_num_threads(opts.threads)
+    from .integration import enable
+
+    enable()
+    try:
+        from transformers.cli import serve as tserve
+        from transformers.cli.serving import model_manager as tmm
+    except ImportError as e:
+        raise ServeError(f"transformers' server is not available here ({e}); on Debian install "
+                         "python3-fastapi python3-uvicorn python3-openai") from None
+
+    summary: dict = {}
+    original = tmm.ModelManager
+    tmm.ModelManager = model_manager_class(opts, summary)
+    try:
+        srv = tserve.Serve(force_model=str(model), continuous_batching=opts.continuous_batching,
+                           device="cpu", dtype="bfloat16", host=opts.host, port=opts.port,
+                           log_level=opts.log_level, cb_block_size=opts.cb_block_size,
+                           cb_num_blocks=opts.cb_num_blocks, cb_max_batch_tokens=opts.cb_max_batch_tokens,
+                           non_blocking=True)
+    finally:
+        tmm.ModelManager = original
+    running = Server(srv, summary, f"http://{opts.host}:{opts.port}/v1")
+    try:
+        _wait_until_listening(srv.server, srv._thread, timeout=120)
+    except BaseException:
+        running.stop()
+        raise
+    return running
+
+
+def serve(opts: argparse.Namespace) -> int:
+    """The command: start, print, wait for SIGINT/SIGTERM, stop cleanly."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    running = start(opts)
+    try:
+        print(f"rvv_inductor serve: listening on {running.url} (continuous batching "
+              f"{'on' if opts.continuous_batching else 'off'}); Ctrl-C stops", flush=True)
+        if opts.ready_file:
+            Path(opts.ready_file).write_text(json.dumps(dict(running.summary, port=opts.port, pid=os.getpid(),
+                                                             model=running.model_id)) + "\n")
+        while not stop.wait(0.5):
+            if not running.alive():
+                print("rvv_inductor serve: the HTTP server stopped", file=sys.stderr)
+                return 1
+    finally:
+        running.stop()
+    print("rvv_inductor serve: stopped", flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    opts = parser().parse_args(argv)
+    try:
+        return serve(opts)
+    except (ServeError, ValueError) as e:  # ValueError: GGUFError, compile_linears' format checks
+        print(f"rvv_inductor serve: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
