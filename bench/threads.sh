@@ -18,8 +18,9 @@
 #
 # Shapes (N x K): q/o_proj 1536x1536, k/v_proj 256x1536, gate/up_proj 8960x1536 (and
 # fused gate_up 17920x1536), down_proj 1536x8960, lm_head 151936x1536; M = 1 (decode)
-# and 4, 16 (small GEMMs; lm_head M = 1 only) for bf16, M = 1 for int8 (per-channel) and
-# int4 (group 32, f16 scales: Q4_0-like).
+# and 4, 16 (small GEMMs; lm_head and the fused gate_up M = 1 only: emulation time) for
+# bf16, M = 1 for int8 (per-channel) and int4 (group 32, f16 scales: Q4_0-like).
+# Raw results that exist are kept (delete DIR/raw/<row>.json to redo a row).
 #
 # bench/threads_report.py turns the raw JSON into threads.csv and threads.md: per row the
 # busiest thread's instructions, beats and DRAM bytes, the imbalance, and the estimated
@@ -82,7 +83,7 @@ EOF
   for s in $shapes; do
     IFS=: read -r name N K <<<"$s"
     for M in $ms; do
-      [ "$name" = lm_head ] && [ "$M" != 1 ] && continue
+      { [ "$name" = lm_head ] || [ "$name" = gate_up ]; } && [ "$M" != 1 ] && continue
       for T in 1 2 4 8; do run "$name" "$N" "$K" "$M" bf16 "$T"; done
     done
     for wt in $quant; do
