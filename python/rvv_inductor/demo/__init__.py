@@ -27,9 +27,11 @@ MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES)
 DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0")
 # The default workload fits the 20-minute budget of a first run on a 2-core machine
 # (counts included); --full is the long run (the small config over several workloads).
-DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=8)
-FULL = dict(config="small", batch=[1, 2, 4], prompt=[32, 128], steps=8, count_steps=2, count_prompt=0)
-QUICK = dict(config="tiny", batch=[1], prompt=[8], steps=3, count_steps=1, count_prompt=0)
+# One torch thread by default: under emulation a second thread buys nothing on a busy
+# 2-core machine, and libgomp's spin-waiting costs the other processes.
+DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=8, threads=1)
+FULL = dict(config="small", batch=[1, 2, 4], prompt=[32, 128], steps=8, count_steps=2, count_prompt=0, threads=0)
+QUICK = dict(config="tiny", batch=[1], prompt=[8], steps=3, count_steps=1, count_prompt=0, threads=1)
 
 
 def _ints(s: str) -> list[int]:
@@ -61,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
                    help="CI smoke test: tiny model, batch 1, prompt 8, 3 steps, all modes, agreement enforced")
     p.add_argument("--out", default="build/demo", help="report directory (default build/demo)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, help="torch threads (default 1; --full: torch's choice)")
     p.add_argument("--keep-cache", action="store_true",
                    help="reuse the Inductor cache of a previous run (compile times are then warm)")
     p.add_argument("--count-steps", type=int, help="decode steps in the counting runs (scripts/demo; default 1, "
@@ -87,7 +89,7 @@ def make_spec(a) -> dict:
         a.batch = a.prompt = a.steps = None
     if a.model is None:
         a.config = a.config or preset["config"]
-    for k in ("batch", "prompt", "steps", "count_steps", "count_prompt"):
+    for k in ("batch", "prompt", "steps", "count_steps", "count_prompt", "threads"):
         if getattr(a, k) is None:
             setattr(a, k, preset[k])
     if a.steps < 1 or a.count_steps < 1 or a.count_prompt < 0:

@@ -400,17 +400,20 @@ def _side_by_side(rep: dict) -> list[str]:
         c = next((c for c in m["counts"] or [] if c["batch"] == 1), None)
         ins = sum((d or {}).get("insns", 0) for d in (c["decode_linear"], c["decode_rest"])) if c else None
         note = (f"unavailable: {m['unavailable']}" if m.get("unavailable") else
-                f"ggml CPU variant counted: {(c or {}).get('backend') or '-'} (measured run: "
-                f"{m.get('backend') or 'not reported'})" if mode in LLAMACPP_MODES else
+                f"one thread, ggml {_so(c.get('backend'))} counted, {_so(m.get('backend'))} measured"
+                if mode in LLAMACPP_MODES and c else
+                f"one thread, ggml {_so(m.get('backend'))} measured" if mode in LLAMACPP_MODES else
                 "RVV kernels" if mode.startswith("regional") or mode == "whole" else "ATen")
-        if mode in LLAMACPP_MODES and not m.get("unavailable"):
-            note += ", one thread"
         if c is None and not m.get("unavailable"):
             note += "; not counted"
         L.append(f"  {mode:15} {fmt:>8} {_fmt_n(weight_bytes_per_token(m, 1)):>12} {_fmt_n(ins):>10} "
                  f"{_fmt_n(_decode_dram_bytes(c) if c else None):>10} "
                  f"{_f(c['est_decode_tok_s'] if c else None, 3) or '-':>13}  {note}")
     return L
+
+
+def _so(path: str | None) -> str:
+    return path.rsplit("/", 1)[-1] if path else "-"
 
 
 def _ceilings(rep: dict) -> list[str]:

@@ -141,11 +141,11 @@ def test_presets():
     explicit flags win over either."""
     d = spec_of()
     assert (d["config"]["hidden_size"], d["batches"], d["prompts"], d["steps"]) == (1024, [1], [16], 4)
-    assert (d["count_prompt"], d["count_steps"]) == (8, 1)
+    assert (d["count_prompt"], d["count_steps"], d["threads"]) == (8, 1, 1)
     assert d["modes"] == list(demo_pkg.DEFAULT_MODES) and d["modes"][0] == "eager"
     f = spec_of("--full")
     assert (f["config"]["vocab_size"], f["batches"], f["prompts"], f["steps"]) == (8192, [1, 2, 4], [32, 128], 8)
-    assert f["count_prompt"] == 32 and f["count_steps"] == 2  # the shortest prompt
+    assert f["count_prompt"] == 32 and f["count_steps"] == 2 and f["threads"] == 0  # the shortest prompt
     assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
     q = spec_of("--quick", "--batch", "4")  # the smoke test's workload is fixed
     assert (q["batches"], q["prompts"], q["steps"]) == ([1], [8], 3)
