@@ -1,0 +1,219 @@
+"""Whole-model torch.compile with frozen weights quantized at compile time:
+``rvv_inductor.enable(weights="int8" | "int4", group_size=..., keep_bf16=...)``.
+
+Each test compiles a small stack of BF16 Linears (freezing on, static shapes, one graph
+holding every row count so there is one Dynamo/Inductor compile) with a clean
+TORCHINDUCTOR_CACHE_DIR, then checks:
+
+1. every quantized layer against the FP64 product of its dequantized weight (the weight
+   ``quantized.dequantize`` reads back from the same packing), within the kernel tests'
+   bound (``kernel_bound``, the bound of test_quantized.py / tests/cpp/quant_test.cpp);
+2. the whole output bit for bit against ``compile_linears(weights=...)``'s
+   RVVQuantLinear on the same weights (same packing, same kernels);
+3. ``verify``'s JSON: the quantized kernels (format, group size, kernel name) built, with
+   vector FMAs in their disassembly, and no ATen GEMM for a gated shape;
+4. layers kept in BF16 (``keep_bf16``, or a group size that does not divide K) take
+   today's BF16 template with a typed reason, and match eager within the BF16 tolerance;
+5. bad flag values raise ValueError, and the default stays BF16.
+
+The gate is lowered to N, K >= 128 so that the emulated compile stays small.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rvv_inductor
+from rvv_inductor import cpu, quantized, regional, verify
+from rvv_inductor.inductor import quant_lowering
+from rvv_inductor.policy import Gate
+
+pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
+                                reason="needs riscv64 with V (emulated or native)")
+
+GATE = Gate(min_mnk=0, min_n=128, min_k=128)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A clean Inductor cache; rvv_inductor disabled and Dynamo reset afterwards."""
+    d = tmp_path / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(d))
+    torch._dynamo.reset()
+    yield d
+    rvv_inductor.disable()
+    torch._dynamo.reset()
+
+
+class Stack(torch.nn.Module):
+    """up (bias) -> ReLU (if relu) -> down (no bias), BF16."""
+
+    def __init__(self, k: int, hidden: int, n: int, seed: int, relu: bool = True) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.up = torch.nn.Linear(k, hidden, bias=True)
+        self.down = torch.nn.Linear(hidden, n, bias=False)
+        self.act = torch.nn.ReLU() if relu else torch.nn.Identity()
+        self.to(torch.bfloat16).eval()
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+
+
+class Many(torch.nn.Module):
+    def __init__(self, stack: Stack) -> None:
+        super().__init__()
+        self.stack = stack
+
+    def forward(self, xs):
+        return [self.stack(x) for x in xs]
+
+
+def compile_and_run(stack: Stack, xs, **flags):
+    rvv_inductor.enable(gate=GATE, **flags)
+    with torch._inductor.config.patch(freezing=True), torch.no_grad():
+        return torch.compile(Many(stack).eval(), dynamic=False)(xs)
+
+
+def gamma(n: int, u: float) -> float:
+    return n * u / (1 - n * u)
+
+
+def kernel_bound(layer: regional.RVVQuantLinear, x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """The bound of test_quantized.py (tests/cpp/quant_test.cpp) for BF16 output: the FP32
+    accumulation over the terms |x|.(|q|+|z|).|s|, the FP16-activation loss of the Zvfh
+    path, and the BF16 rounding of the output."""
+    qt = layer.quantized_tensors()
+    k = layer.in_features
+    rows = k if layer.group_size == 0 else layer.group_size
+    s = qt["scales"].double().abs().repeat_interleave(rows, dim=1)[:, :k]
+    z = qt["zeros"].double().repeat_interleave(rows, dim=1)[:, :k]
+    qz = (qt["values"].double().abs() + z) * s
+    b = layer.bias.double().abs() if layer.bias is not None else 0
+    abs_sum = x.double().abs() @ qz.T + b
+    groups = 1 if layer.group_size == 0 else -(-k // layer.group_size)
+    terms = k + 2 * groups + 2
+    b32 = (gamma(terms, 2.0**-24) + gamma(terms, 2.0**-53)) * abs_sum
+    amax = x.double().abs().amax(dim=1, keepdim=True)
+    b32 = b32 + 2.0**-39 * amax * layer.dequantized().double().abs().sum(1)
+    return b32 + 2.0**-8 * (ref.abs() + b32)
+
+
+def bf16_tolerance(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """test_inductor.py's bound on |rvv - eager| for a BF16 linear."""
+    x64, w64 = x.double(), w.double()
+    ref = x64 @ w64.T + (b.double() if b is not None else 0)
+    mag = x64.abs() @ w64.abs().T + (b.double().abs() if b is not None else 0)
+    return 2 * x.shape[-1] * 2.0**-24 * mag + 2 * 2.0**-8 * ref.abs() + 1e-30
+
+
+def check_quantized_layer(layer: regional.RVVQuantLinear, lin: torch.nn.Linear, x: torch.Tensor, got: torch.Tensor):
+    """got (the compiled graph's output of this layer) within the kernel bound of the FP64
+    product of the weight dequantized from the same packing."""
+    lay = layer._layout
+    packed = quantized.quantize_pack(lin.weight.detach(), lay)
+    assert torch.equal(packed, layer.packed_weight)  # the packing regional and whole-model share
+    w = quantized.dequantize(packed, lay).double()
+    ref = x.double() @ w.T + (lin.bias.double() if lin.bias is not None else 0)
+    err = (got.double() - ref).abs()
+    bound = kernel_bound(layer, x, ref)
+    assert bool((err <= bound).all()), f"max error {err.max().item():.3g}, bound there {bound.flatten()[err.argmax()]:.3g}"
+
+
+def quant_rows(report: dict) -> list[dict]:
+    return [e for e in report["routing"] if e["route"] == "rvv" and e["dtype"] in ("int8", "int4")]
+
+
+def fmas(so: dict) -> int:
+    c = so["counts"]
+    return c.get("vfmacc", 0) + c.get("vfwmacc", 0) + c.get("vfwmaccbf16", 0)
+
+
+def test_int4_matches_dequantized_and_regional_and_verifies(cache):
+    """INT4 g64, decode (M=1) and prefill (M=3): both layers quantized."""
+    stack = Stack(256, 320, 200, seed=0)  # N=200: a partial last block
+    torch.manual_seed(1)
+    xs = [torch.randn(m, 256, dtype=torch.bfloat16) for m in (1, 3)]
+    ys = compile_and_run(stack, xs, weights="int4", group_size=64)
+
+    info = cpu.effective()
+    up = regional.RVVQuantLinear.from_linear(stack.up, info.block_n, "int4", 64)
+    down = regional.RVVQuantLinear.from_linear(stack.down, info.block_n, "int4", 64)
+    with torch.no_grad():
+        for x, y in zip(xs, ys):
+            h = up(x)
+            check_quantized_layer(up, stack.up, x, h)
+            a = torch.relu(h)
+            want = down(a)
+            check_quantized_layer(down, stack.down, a, y)
+            assert torch.equal(y, want), f"M={x.shape[0]}: whole-model and regional INT4 differ"
+
+    report = verify.scan(cache)
+    problems = verify.evaluate(report, [])
+    assert problems == [], problems
+    rows = quant_rows(report)
+    want_kernels = {f"{'rvv_zvfh' if info.has_zvfh else 'rvv'}/int4/{kind}" for kind in ("gemv_1xm8", "gemm_4xm4")}
+    assert {(r["M"], r["N"], r["K"]) for r in rows} == {(m, n, k) for m in (1, 3) for n, k in ((320, 256), (200, 320))}
+    assert {r["reason"].split()[0] for r in rows} == want_kernels
+    sos = [s for s in report["shared_objects"] if s["quantized"]]
+    assert {s["quantized"]["kernel"] for s in sos} == want_kernels
+    assert all(s["quantized"]["format"] == "int4" and s["quantized"]["group_size"] == 64 for s in sos)
+    assert all(fmas(s) > 0 and s["vector_total"] > fmas(s) for s in sos), [s["counts"] for s in sos]
+    assert report["extern_calls"].get("mm", 0) == 0 and report["extern_calls"].get("addmm", 0) == 0
+    assert not [e for e in report["routing"] if e["route"] == "aten"]
+
+
+def test_int8_per_channel_and_kept_layers(cache):
+    """INT8 per channel (the default group size) for `up`; `down` kept in BF16 by
+    keep_bf16: it runs today's BF16 template and matches eager within BF16 tolerance."""
+    stack = Stack(256, 320, 192, seed=2, relu=False)
+    torch.manual_seed(3)
+    xs = [torch.randn(m, 256, dtype=torch.bfloat16) for m in (1, 2)]
+    ys = compile_and_run(stack, xs, weights="int8", keep_bf16=[stack.down])
+
+    info = cpu.effective()
+    up = regional.RVVQuantLinear.from_linear(stack.up, info.block_n, "int8", 0)
+    with torch.no_grad():
+        for x, y in zip(xs, ys):
+            h = up(x)
+            check_quantized_layer(up, stack.up, x, h)
+            a = h
+            want = stack.down(a)
+            err = (y.double() - want.double()).abs()
+            assert bool((err <= bf16_tolerance(a, stack.down.weight, None)).all())
+
+    report = verify.scan(cache)
+    assert verify.evaluate(report, []) == []
+    rows = quant_rows(report)
+    assert {(r["M"], r["N"], r["K"]) for r in rows} == {(1, 320, 256), (2, 320, 256)}
+    kept = [e for e in report["routing"] if e["route"] == "bf16"]
+    assert {(e["M"], e["code"]) for e in kept} == {(1, "KEPT_BF16"), (2, "KEPT_BF16")}
+    assert all(e["kind"] == "policy" for e in kept)
+    bf16_rvv = [e for e in report["routing"] if e["route"] == "rvv" and e["dtype"] not in ("int8", "int4")]
+    assert {(e["M"], e["N"], e["K"]) for e in bf16_rvv} == {(1, 192, 320), (2, 192, 320)}
+    sos = [s for s in report["shared_objects"] if s["rvv_micro_gemm"]]
+    assert {s["quantized"]["format"] for s in sos if s["quantized"]} == {"int8"}
+    assert len([s for s in sos if not s["quantized"]]) == 2  # the BF16 template kernels
+    assert all(fmas(s) > 0 for s in sos)
+
+
+def test_flag_values(cache):
+    """Bad values raise ValueError before anything is installed; the default is BF16."""
+    bad = [dict(weights="int3"), dict(weights="INT4"), dict(weights=4),
+           dict(weights="int4", group_size=0), dict(weights="int4", group_size=48),
+           dict(weights="int8", group_size=100), dict(weights="int4", group_size=True),
+           dict(weights="bf16", group_size=64), dict(weights="int4", keep_bf16="lm_head"),
+           dict(weights="int4", keep_bf16=[3]), dict(group_size=64)]
+    for flags in bad:
+        with pytest.raises(ValueError):
+            rvv_inductor.enable(**flags)
+        assert not rvv_inductor.is_enabled()
+    assert rvv_inductor.enable()["weights"] == "bf16"
+    assert quant_lowering.get_spec() == quant_lowering.QuantSpec()
+    assert rvv_inductor.enable(weights="int4")["weights"] == "int4"
+    assert quant_lowering.get_spec().group_size == 64
+    assert rvv_inductor.enable()["weights"] == "int4"  # a later enable() keeps it, like gate=
+    rvv_inductor.disable()
+    assert rvv_inductor.enable()["weights"] == "bf16"
+    lin = torch.nn.Linear(4, 4)
+    assert quant_lowering.QuantSpec.parse("int8", None, [lin]).keep_bf16 == (lin.weight.data_ptr(),)
