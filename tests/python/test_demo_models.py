@@ -45,3 +45,25 @@ def test_agreement_arithmetic():
     assert (a["decisive"], a["decisive_agree"], a["argmax_agree_all"]) == (1, 1, 1)
 
 
+
+
+def test_linear_weight_bytes():
+    """What the demo reports as weight bytes per decode step: every Linear weight as stored,
+    against the format's own arithmetic (BF16: 2 bytes per weight; INT4 groups of 64 with
+    FP16 scales: 1/2 byte per weight + 2 per group, up to block padding)."""
+    transformers = pytest.importorskip("transformers")
+    from rvv_inductor import cpu
+    from rvv_inductor.demo import worker
+    from rvv_inductor.regional import compile_linears
+
+    cfg = dict(models.config_dict("tiny", 1), hidden_size=256, intermediate_size=512, vocab_size=512,
+               num_attention_heads=4)
+    model = models.build({"seed": 3, "config": cfg})
+    mats = [(m.out_features, m.in_features) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert worker.linear_weight_bytes(model) == sum(2 * n * k for n, k in mats)
+    if not cpu.effective().has_v:
+        pytest.skip("no V: compile_linears takes no layer, nothing is quantized")
+    compile_linears(model, weights="int4")
+    want = sum(n * k // 2 + 2 * n * (k // 64) for n, k in mats)
+    got = worker.linear_weight_bytes(model)
+    assert want <= got <= 1.03 * want, (got, want)
