@@ -102,6 +102,35 @@ def dequantize(packed: torch.Tensor, lay: PackedLayout) -> torch.Tensor:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _dequantize_rows_fn():
+    try:
+        fn = _native.lib().rvv_dequantize_rows
+    except AttributeError:
+        raise QuantError("the rvv_inductor_core library has no rvv_dequantize_rows: it is older than this "
+                         "package; rebuild it") from None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(PackedLayout), ctypes.c_void_p, ctypes.c_int64,
+                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    return fn
+
+
+def dequantize_rows(packed: torch.Tensor, lay: PackedLayout, rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``rows`` (int64, any shape) of the dequantized weight (q - z) * s, exactly, as
+    FP32 ``[*rows.shape, K]``: ``dequantize(packed, lay)[rows]`` without the whole matrix.
+    A row outside [0, N) is an IndexError."""
+    packed = _check_packed(packed, lay)
+    idx = rows.reshape(-1).to(torch.int64).contiguous()
+    out = torch.empty(idx.numel(), lay.k, dtype=torch.float32)
+    if idx.numel():
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= lay.n:
+            raise IndexError(f"index {lo if lo < 0 else hi} is out of range for a weight of {lay.n} rows")
+        _native.check(_dequantize_rows_fn()(packed.data_ptr(), ctypes.byref(lay), idx.data_ptr(), idx.numel(),
+                                            out.data_ptr(), lay.k, out.numel()), "dequantize rows", QuantError)
+    return out.reshape(*rows.shape, lay.k)
+
+
 def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, lay: PackedLayout) -> torch.Tensor:
     """Y[M, N] = X[M, K] . W^T (+ bias), bf16 in and out, W quantized and packed
     (``rvv_linear_packed_opts``: RVV when the CPU has V, the scalar reference otherwise)."""

@@ -87,7 +87,9 @@ class RVVLinear(torch.nn.Module):
         forward (see the module docstring)."""
         with self._lock:
             if self._materialized is None:
-                self._materialized = self._unpacked()
+                # A Parameter (not registered: the module's parameter is the packed buffer)
+                # so that code asking for one (get_parameter, transformers' tie_weights) works.
+                self._materialized = torch.nn.Parameter(self._unpacked(), requires_grad=False)
                 self._materialized_version = self._materialized._version
             return self._materialized
 
@@ -154,6 +156,15 @@ class RVVLinear(torch.nn.Module):
     def _run(self, x: torch.Tensor) -> torch.Tensor:
         return run_packed(x, self.packed_weight, self.out_features, self.in_features, self.bias)
 
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows ``ids`` of the [N, K] weight, ``[*ids.shape, K]`` bf16, read from the packed
+        buffer (what a tied embedding looks up); the same values as ``self.weight[ids]``."""
+        self._sync_weight()
+        idx = _embedding_indices(ids, self.out_features)
+        wp = self.packed_weight
+        nb = wp.shape[2]
+        return wp[idx // nb, :, idx % nb].reshape(*ids.shape, self.in_features)
+
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
                 f"nb={self.nb}, format={self.format}")
@@ -208,6 +219,14 @@ class RVVQuantLinear(RVVLinear):
         out.update(format=self.format, group_size=self.group_size)
         return out
 
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows ``ids`` of the dequantized weight (q - z) * s rounded to bf16, exactly the
+        rows of ``self.weight`` / ``state_dict()`` (``rvv_dequantize_rows``, no [N, K] copy)."""
+        self._sync_weight()
+        idx = _embedding_indices(ids, self.out_features)
+        out = quantized.dequantize_rows(self.packed_weight, self._layout, idx).to(torch.bfloat16)
+        return out.reshape(*ids.shape, self.in_features)
+
     def _run(self, x: torch.Tensor) -> torch.Tensor:
         lay = self._layout
         lead = x.shape[:-1]
@@ -218,6 +237,89 @@ class RVVQuantLinear(RVVLinear):
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", group_size={self.group_size}, scales={self.scale_dtype}"
+
+
+def _embedding_indices(ids: torch.Tensor, n: int) -> torch.Tensor:
+    """ids as a flat int64 tensor, with nn.Embedding's errors for bad ones."""
+    if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {getattr(ids, 'dtype', type(ids))} instead")
+    idx = ids.reshape(-1).to(device="cpu", dtype=torch.int64)
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        raise IndexError(f"index out of range in self (indices must be in [0, {n}))")
+    return idx
+
+
+class RVVTiedEmbedding(torch.nn.Module):
+    """An nn.Embedding whose table is tied to a Linear that ``compile_linears`` packed (the
+    usual ``tie_word_embeddings`` lm_head): it keeps no table of its own and looks rows up
+    in that layer's packed weight, so the model holds the vocabulary matrix once.
+
+    The rows are exactly the Linear's weight: the BF16 values for an RVVLinear; for an
+    RVVQuantLinear the dequantized (q - z) * s rounded to bf16, the same numbers
+    ``lm_head.weight`` and ``state_dict()`` give (as llama.cpp reads a tied quantized
+    token_embd). The two stay one tensor: ``state_dict()`` gives ``weight`` ([N, K]);
+    ``load_state_dict``, ``emb.weight = w`` and in-place changes of ``emb.weight`` (which is
+    the Linear's materialised ``weight``) update the Linear, and updating the Linear
+    updates the lookups. ``padding_idx`` is kept (it only matters for gradients, which
+    packed weights do not have); ``max_norm`` embeddings are never tied (they rewrite the
+    table)."""
+
+    def __init__(self, emb: torch.nn.Embedding, linear: RVVLinear) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = emb.num_embeddings, emb.embedding_dim
+        self.padding_idx = emb.padding_idx
+        object.__setattr__(self, "_linear", linear)  # not a submodule: lm_head stays where it is
+        self._dtype = emb.weight.dtype
+
+    @property
+    def linear(self) -> RVVLinear:
+        return self.__dict__["_linear"]
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.linear.weight
+
+    def __setattr__(self, name, value):
+        if name == "weight":
+            self.linear.weight = value  # repacks the shared buffer: both stay tied
+            return
+        super().__setattr__(name, value)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.linear.rows(ids)
+        return out if out.dtype == self._dtype else out.to(self._dtype)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self.linear._sync_weight()
+        destination[prefix + "weight"] = self.linear._unpacked()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        key = prefix + "weight"
+        if key in state_dict:
+            try:
+                self.linear._repack(state_dict[key])
+                self.linear._materialized = None
+            except ValueError as e:
+                error_msgs.append(str(e))
+        elif strict:
+            missing_keys.append(key)
+
+    def _apply(self, fn, recurse=True):
+        # The table is the Linear's (converted with it, kept packed); follow a dtype change
+        # for the rows handed out, as nn.Embedding would.
+        probe = fn(torch.empty(0, dtype=self._dtype))
+        if isinstance(probe, torch.Tensor) and probe.is_floating_point():
+            self._dtype = probe.dtype
+        return self
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, tied to the packed {self.linear.format} Linear"
+
+
+def _tieable(emb: torch.nn.Module) -> bool:
+    return (type(emb) is torch.nn.Embedding and emb.max_norm is None and not emb.sparse)
 
 
 @dataclasses.dataclass
@@ -237,6 +339,11 @@ class LinearReport:
     # Packed copies of the `functional` weights, built at their first call; unlike
     # packed_bytes these come on top of the originals, which the module's forward reads.
     functional_packed_bytes: int = 0
+    # Embeddings tied to a packed Linear (embedding name, Linear name): they now read the
+    # Linear's packed weight and keep no table of their own (RVVTiedEmbedding).
+    tied: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # With compile_linears(load=...): bytes of tensors read from the loader.
+    loaded_bytes: int = 0
 
     @property
     def packed_overhead(self) -> float:
@@ -259,17 +366,19 @@ class LinearReport:
         lines += [f"  RVV   {name}  N={n} K={k} (F.linear in a custom forward; original weight kept, packed "
                   "copy extra)" for name, n, k in self.functional]
         lines += [f"  kept  {name}  ({why})" for name, why in self.fell_back]
+        lines += [f"  tied  {emb} reads the packed {lin} (no table of its own)" for emb, lin in self.tied]
         return "\n".join(lines)
 
 
 def _refusal(lin: torch.nn.Linear, info: cpu.CpuInfo, gate: Gate) -> Fallback | None:
-    """Why ``lin`` stays an nn.Linear, or None when it becomes an RVVLinear."""
+    """Why ``lin`` stays an nn.Linear, or None when it becomes an RVVLinear. A weight on the
+    meta device counts as a CPU one: compile_linears(load=...) materialises it on the CPU."""
     w = lin.weight
     if not info.has_v:
         return Fallback(Policy.NO_V)
     if w.dtype != torch.bfloat16:
         return Fallback(Policy.NOT_BF16, f"weight dtype {w.dtype}")
-    if w.device.type != "cpu":
+    if w.device.type not in ("cpu", "meta"):
         return Fallback(Policy.NOT_CPU, f"device {w.device}")
     if lin.bias is not None and lin.bias.dtype != torch.bfloat16:
         return Fallback(Policy.BIAS_DTYPE, str(lin.bias.dtype))
@@ -349,22 +458,181 @@ def _check_quantizable(layers, spec: WeightSpec, nb: int) -> None:
 
 
 def _swap_linears(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport,
-                  spec: WeightSpec = WeightSpec()) -> None:
-    """Replace each admitted nn.Linear by an RVVLinear (or RVVQuantLinear), in place."""
+                  spec: WeightSpec = WeightSpec(), loader: _Loader | None = None) -> None:
+    """Replace each admitted nn.Linear by an RVVLinear (or RVVQuantLinear), in place, and an
+    nn.Embedding tied to one of them by an RVVTiedEmbedding.
+
+    Largest first, one at a time, dropping every reference to the original as soon as its
+    packed copy is in the model: the original weight is freed then (unless something else
+    holds it), so packing never holds more than one extra layer. With a loader, a weight on
+    the meta device is read just before it is packed and dropped after."""
     layers = _admitted(model, info, gate, report)
     _check_quantizable(layers, spec, info.block_n)
-    for parent, child_name, name, child in layers:
+    tied = {}  # id(weight) -> (parent, child name, full name, nn.Embedding)
+    for parent_name, parent in model.named_modules():
+        for child_name, child in parent.named_children():
+            if _tieable(child):
+                name = f"{parent_name}.{child_name}" if parent_name else child_name
+                tied.setdefault(id(child.weight), (parent, child_name, name, child))
+    # Largest first: with a loader, the biggest transient comes while little is resident.
+    layers.sort(key=lambda e: e[3].in_features * e[3].out_features)
+    while layers:
+        parent, child_name, name, child = layers.pop()
         fmt = spec.format_for(name)
+        n, k = child.out_features, child.in_features
+        w, bias = child.weight, child.bias
+        if loader is not None:
+            w = loader.tensor(w, report)
+            bias = loader.tensor(bias, report) if bias is not None else None
         if fmt == "bf16":
-            new = RVVLinear.from_linear(child, info.block_n)
+            new = RVVLinear(k, n, bias, info.block_n)
         else:
-            new = RVVQuantLinear.from_linear(child, info.block_n, fmt, spec.group_size)
+            new = RVVQuantLinear(k, n, bias, info.block_n, fmt, spec.group_size)
+        new._repack(w)
+        del w, bias
         setattr(parent, child_name, new)
-        n, k = child.weight.shape
+        emb = tied.pop(id(child.weight), None)
+        if emb is not None and tuple(emb[3].weight.shape) == (n, k):
+            eparent, ename, efull, embedding = emb
+            setattr(eparent, ename, RVVTiedEmbedding(embedding, new))
+            report.tied.append((efull, name))
+            del embedding
+        del emb, child
         report.taken.append((name, n, k))
         report.formats.append((name, fmt, new.packed_bytes, n * k * 2))
-        report.param_bytes += child.weight.numel() * 2
+        report.param_bytes += n * k * 2
         report.packed_bytes += new.packed_bytes
+        del new
+    order = {n: i for i, (n, _) in enumerate(model.named_modules())}
+    report.taken.sort(key=lambda e: order.get(e[0], len(order)))
+    report.formats.sort(key=lambda e: order.get(e[0], len(order)))
+
+
+class _SafetensorsFiles:
+    """Tensors of a safetensors file, or of a directory of them (sharded or not), read one
+    at a time with plain file reads (no mmap: a mapped file counts in the process's RSS
+    once touched). The format is 8 bytes of header length, a JSON header, then the data."""
+
+    _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
+               "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+               "BOOL": torch.bool}
+
+    def __init__(self, path) -> None:
+        import json
+        import os
+
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".safetensors"))
+        elif os.path.isfile(path):
+            files = [path]
+        else:
+            raise ValueError(f"compile_linears: load={path!r} is neither a safetensors file nor a directory")
+        if not files:
+            raise ValueError(f"compile_linears: no *.safetensors file in {path}")
+        self.index: dict[str, tuple[str, int, dict]] = {}
+        for f in files:
+            size = os.path.getsize(f)
+            with open(f, "rb") as fh:
+                head = fh.read(8)
+                n = int.from_bytes(head, "little") if len(head) == 8 else -1
+                try:
+                    if n <= 0 or 8 + n > size:
+                        raise ValueError(f"header length {n}")
+                    table = json.loads(fh.read(n))
+                    for name, e in table.items():
+                        if name == "__metadata__":
+                            continue
+                        b, end = e["data_offsets"]
+                        if e["dtype"] not in self._DTYPES or not 0 <= b <= end or 8 + n + end > size:
+                            raise ValueError(f"tensor {name}: dtype {e['dtype']}, bytes {b}..{end} of {size - 8 - n}")
+                        self.index[name] = (f, 8 + n, e)
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError) as ex:
+                    raise ValueError(f"compile_linears: {f} is not a valid safetensors file ({ex})") from None
+
+    def __call__(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        import ctypes
+
+        f, base, e = self.index[name]  # KeyError: not in these files
+        b, end = e["data_offsets"]
+        t = torch.empty(e["shape"], dtype=self._DTYPES[e["dtype"]])
+        if t.numel() * t.element_size() != end - b:
+            raise ValueError(f"compile_linears: tensor {name} in {f}: {end - b} bytes for shape {e['shape']} "
+                             f"{e['dtype']}")
+        if end > b:
+            buf = (ctypes.c_char * (end - b)).from_address(t.data_ptr())
+            with open(f, "rb") as fh:
+                fh.seek(base + b)
+                if fh.readinto(buf) != end - b:
+                    raise ValueError(f"compile_linears: {f} ends inside tensor {name}")
+        return t
+
+
+class _Loader:
+    """Materialises meta tensors of a model from ``load`` (a callable ``load(name, meta)``
+    or a safetensors path), one at a time; a tensor with several names (tied weights) is
+    asked for under each until one is found."""
+
+    def __init__(self, load, model: torch.nn.Module) -> None:
+        self.fn = load if callable(load) else _SafetensorsFiles(load)
+        self.names: dict[int, list[str]] = {}
+        for name, t in list(model.named_parameters(remove_duplicate=False)) + list(
+                model.named_buffers(remove_duplicate=False)):
+            self.names.setdefault(id(t), []).append(name)
+        self.done: dict[int, torch.Tensor] = {}
+
+    def tensor(self, meta: torch.Tensor, report: LinearReport) -> torch.Tensor:
+        if meta.device.type != "meta":
+            return meta
+        names = self.names.get(id(meta), ["<unnamed>"])
+        for name in names:
+            try:
+                t = self.fn(name, meta)
+            except KeyError:
+                continue
+            if not isinstance(t, torch.Tensor):
+                raise ValueError(f"compile_linears: load({name!r}) returned {type(t).__name__}, not a tensor")
+            if tuple(t.shape) != tuple(meta.shape):
+                raise ValueError(f"compile_linears: load({name!r}) gave shape {tuple(t.shape)}, the model's "
+                                 f"{name} is {tuple(meta.shape)}")
+            t = t.detach().to(device="cpu", dtype=meta.dtype)
+            report.loaded_bytes += t.numel() * t.element_size()
+            return t
+        raise ValueError(f"compile_linears: load has no tensor named {' or '.join(names)}")
+
+    def materialize_rest(self, model: torch.nn.Module, report: LinearReport) -> None:
+        """Every parameter and buffer still on the meta device, tied ones kept tied."""
+        memo: dict[int, torch.Tensor] = {}
+        for mod in model.modules():
+            if isinstance(mod, RVVTiedEmbedding):
+                continue
+            for pname, p in list(mod._parameters.items()):
+                if p is not None and p.device.type == "meta":
+                    if id(p) not in memo:
+                        memo[id(p)] = torch.nn.Parameter(self.tensor(p, report), requires_grad=p.requires_grad)
+                    mod._parameters[pname] = memo[id(p)]
+            for bname, b in list(mod._buffers.items()):
+                if b is not None and b.device.type == "meta":
+                    if id(b) not in memo:
+                        memo[id(b)] = self.tensor(b, report)
+                    mod._buffers[bname] = memo[id(b)]
+
+
+def _meta_problems(model: torch.nn.Module, load) -> str | None:
+    """Why a model with meta tensors cannot be loaded as asked, or None."""
+    meta = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.device.type == "meta"]
+    if not meta:
+        return None
+    if load is None:
+        return (f"{len(meta)} tensors of the model are on the meta device ({meta[0]}, ...): pass load= (a "
+                "safetensors file or directory, or a callable load(name, meta_tensor) -> tensor)")
+    nonpersistent = [f"{mn}.{bn}" if mn else bn for mn, mod in model.named_modules()
+                     for bn in mod._non_persistent_buffers_set
+                     if mod._buffers.get(bn) is not None and mod._buffers[bn].device.type == "meta"]
+    if nonpersistent and not callable(load):
+        return (f"non-persistent buffers on the meta device ({', '.join(nonpersistent[:3])}): checkpoints do not "
+                "hold them; build those modules on the CPU (e.g. rotary embeddings) before compile_linears")
+    return None
 
 
 def _route_functional(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport) -> None:
@@ -388,7 +656,8 @@ def _route_functional(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, rep
 
 
 def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights: str = "bf16",
-                    group_size: int | None = None, keep_bf16: str | list[str] | tuple[str, ...] = ()) -> LinearReport:
+                    group_size: int | None = None, keep_bf16: str | list[str] | tuple[str, ...] = (),
+                    load=None) -> LinearReport:
     """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear, and route
     the F.linear calls of other modules on their own 2-D BF16 weights (functional_linear);
     return a report of what was taken, what was kept, and why.
@@ -401,16 +670,40 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     part, e.g. "lm_head"). A format, group size or K that does not fit is a ValueError
     raised before any layer is changed. F.linear weights of custom modules stay BF16.
 
+    Memory. Layers are packed largest first, one at a time, and the original weight is
+    dropped as soon as its packed copy is in the model (freed unless the caller holds it).
+    An nn.Embedding that shares its weight with a packed Linear (``tie_word_embeddings``)
+    becomes an RVVTiedEmbedding reading that Linear's packed weight: one vocabulary matrix,
+    not two (``report.tied``).
+
+    ``load``: for a model built on the meta device (``with torch.device("meta"): model =
+    Qwen2ForCausalLM(config)``), where the weights come from: a safetensors file or a
+    directory of them (read tensor by tensor, without mmap), or a callable ``load(name,
+    meta_tensor) -> tensor`` (CPU, the meta tensor's shape, any dtype: converted to the
+    model's; raise KeyError for a name it does not have: a tied weight is asked for under
+    each of its names). Each Linear weight is read just before it is packed (quantized)
+    and dropped right after, so the whole BF16 model never exists: the peak is the packed
+    model plus one layer. Every other meta parameter and buffer is read afterwards.
+    Non-persistent buffers (rotary ``inv_freq``) are not in checkpoints: build those modules
+    on the CPU first, or let the callable compute them. A model with meta tensors and no
+    ``load`` is a ValueError, raised before anything changes.
+
     ``gate`` decides which weight shapes are worth a compiled region: by default
     ``Gate.regional()`` (N, K >= 128), with the keys set in ``RVV_INDUCTOR_REGIONAL_GATE``
     ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``, which
     stays as it was."""
     spec = WeightSpec.parse(weights, group_size, keep_bf16)
+    problem = _meta_problems(model, load)
+    if problem:
+        raise ValueError(f"compile_linears: {problem}")
+    loader = _Loader(load, model) if load is not None else None
     gate = gate or Gate.from_env("RVV_INDUCTOR_REGIONAL_GATE", Gate.regional())
     enable()  # installs the linear_packed lowering the compiled regions use
     info = cpu.effective()
     report = LinearReport()
-    _swap_linears(model, info, gate, report, spec)
+    _swap_linears(model, info, gate, report, spec, loader)
+    if loader is not None:
+        loader.materialize_rest(model, report)
     if info.has_v:
         _route_functional(model, info, gate, report)
     log.info("%s", report)
