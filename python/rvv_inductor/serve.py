@@ -199,6 +199,12 @@ class Server:
     def model_id(self) -> str:
         return self.srv._model_manager.force_model
 
+    @property
+    def model(self):
+        """The loaded (RVV) model object the server generates with."""
+        mm = self.srv._model_manager
+        return mm.loaded_models[mm.process_model_name(mm.force_model)].model
+
     def alive(self) -> bool:
         return self.srv._thread is not None and self.srv._thread.is_alive()
 

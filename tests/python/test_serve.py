@@ -150,7 +150,7 @@ def test_concurrent_requests_equal_alone_and_eager(ckpt, eager_ref, cb):
     running = serve.start(_opts(ckpt, continuous_batching=cb))
     try:
         assert running.summary["layers_rvv"] == 2 * 7 + 1 and running.summary["layers_fallback"] == 0
-        model = running.srv._model_manager.loaded_models[running.model_id].model
+        model = running.model
         calls = LinearCalls(model.model.layers[0].self_attn.q_proj)
         c = Client(running)
         prompts = [_prompt(i) for i in range(8)]
