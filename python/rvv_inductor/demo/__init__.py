@@ -25,6 +25,9 @@ from .progress import Plan, expected_seconds
 # eager first: the other modes compare with its results
 MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES)
 DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0")
+# The CI smoke test takes each code path once (INT8 runs INT4's, in another format), to
+# stay near its ~12-minute budget.
+QUICK_MODES = ("eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0")
 # The default workload fits the 20-minute budget of a first run on a 2-core machine
 # (counts included); --full is the long run (the small config over several workloads).
 # One torch thread by default: under emulation a second thread buys nothing on a busy
@@ -54,8 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_ints, help="concurrent sequences (default 1; --full: 1,2,4)")
     p.add_argument("--prompt", type=_ints, help="prompt lengths (default 16; --full: 32,128)")
     p.add_argument("--steps", type=int, help="decode steps per workload (default 4; --full: 8)")
-    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                   help=f"subset of {','.join(MODES)} (default: all but llama.cpp-bf16; eager is always run)")
+    p.add_argument("--modes", help=f"subset of {','.join(MODES)} (default: all but llama.cpp-bf16; --quick: "
+                   f"{','.join(QUICK_MODES)}; eager is always run)")
     p.add_argument("--full", action="store_true",
                    help="the long run: --config small, batch 1,2,4, prompt 32,128, 8 decode steps, 2 counted "
                         "steps (hours under emulation)")
@@ -96,6 +99,8 @@ def make_spec(a) -> dict:
         raise models.DemoInputError("--steps and --count-steps must be >= 1, --count-prompt >= 0")
     if a.layers is not None and a.layers < 1:
         raise models.DemoInputError("--layers must be >= 1")
+    if a.modes is None:
+        a.modes = ",".join(QUICK_MODES if a.quick else DEFAULT_MODES)
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad:

@@ -149,6 +149,8 @@ def test_presets():
     assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
     q = spec_of("--quick", "--batch", "4")  # the smoke test's workload is fixed
     assert (q["batches"], q["prompts"], q["steps"]) == ([1], [8], 3)
+    assert q["modes"] == ["eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0"]
+    assert spec_of("--quick", "--modes", "eager,regional-int8")["modes"] == ["eager", "regional-int8"]
     assert spec_of("--modes", "whole,regional-int4")["modes"] == ["eager", "regional-int4", "whole"]
 
 
