@@ -14,8 +14,9 @@
 //   --feed IDS    teacher forcing: step i feeds IDS[i] instead of the previous greedy token
 //                 (exactly N ids). The reported tokens are still each position's argmax.
 //   --threads T   llama_set_n_threads(T, T) (default 1). With T = 1 ggml computes in the
-//                 calling thread, the one the plugin charges for the region; with T > 1
-//                 the worker threads' instructions are not in the region.
+//                 calling thread, the one that opens the region; with T > 1 its OpenMP
+//                 workers run inside the region too (the plugin charges every thread that
+//                 runs while it is open: count with OMP_WAIT_POLICY=passive).
 //   --region ID   1..2047 (default 1); 0: no markers.
 //   --logits FILE float32 little-endian rows of n_vocab: one per prompt position (the
 //                 prefill then outputs every position's logits, not only the last), then

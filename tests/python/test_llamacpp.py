@@ -24,7 +24,7 @@ Tolerances (all at the largest reference logit |z|max, measured values printed):
   last bits), so its error is another draw of the same noise, not the same draw: the
   bound is 2x the simulated deviation plus 4 BF16 ulps at |z|max for the F16 cache and
   the remaining FP32 order differences. (Measured at these dims, scalar ggml variant:
-  llama.cpp's deviation is 1.0-1.2x the simulated one; ours is 1.6-2 BF16 ulps.)
+  llama.cpp's deviation is 1.0-1.2x the simulated one; ours is 1.8-2.2 BF16 ulps.)
 * Tokens: llama.cpp's argmax at each position equals our greedy token wherever the
   reference's top-2 margin exceeds the sum of both bounds (a margin smaller than that can
   flip), and llama.cpp's own free greedy run equals ours up to the first position that is
