@@ -226,6 +226,7 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=spec["inductor_cache"], PYTHONUNBUFFERED="1")
     for mode in [worker.EMPTY] + spec["modes"]:
         t0 = time.monotonic()
+        plan.start(f"measure:{mode}")
         rc = _run_worker(mode, out / "spec.json", out, env)
         plan.finish(f"measure:{mode}", time.monotonic() - t0)
         if rc != 0 and mode in worker.LLAMACPP_MODES:

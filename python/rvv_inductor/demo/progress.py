@@ -215,7 +215,8 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) == 2 and argv[1] == "eta":
         plan = Plan.find(argv[0])
-        if plan is not None:
+        # (--count-only reuses a plan whose stages may all be done: then say nothing.)
+        if plan is not None and set(n for n, _ in plan.stages) - set(plan.done()):
             print(f"rvv_inductor demo: {plan.eta_text()}", flush=True)
         return 0
     print(main.__doc__, file=sys.stderr)
