@@ -25,7 +25,8 @@ TORCH_FREE = {
     "rvv_inductor.verify", "rvv_inductor.inductor", "rvv_inductor.inductor.cache_sizes",
     "rvv_inductor.inductor.kernel_marker", "rvv_inductor.inductor.paths", "rvv_inductor.inductor.prefix_overlay",
     "rvv_inductor.demo", "rvv_inductor.demo.estimate", "rvv_inductor.demo.models", "rvv_inductor.demo.progress",
-    "rvv_inductor.demo.report", "rvv_inductor.demo.worker",
+    "rvv_inductor.demo.report", "rvv_inductor.demo.worker", "rvv_inductor.demo.llamacpp",
+    "rvv_inductor.calibration", "rvv_inductor.serve",
 }
 
 
