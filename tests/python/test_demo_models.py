@@ -67,3 +67,14 @@ def test_linear_weight_bytes():
     want = sum(n * k // 2 + 2 * n * (k // 64) for n, k in mats)
     got = worker.linear_weight_bytes(model)
     assert want <= got <= 1.03 * want, (got, want)
+
+
+def test_fill_from_pool():
+    """The random weights are windows of a cyclic pool: the same values as the pool
+    repeated and sliced, at every offset, for tensors shorter and longer than the pool."""
+    pool = torch.arange(7, dtype=torch.float32)
+    for n in (1, 5, 7, 8, 20):
+        for off in range(7):
+            got = torch.empty(n)
+            models._fill_from_pool(got, pool, off)
+            assert torch.equal(got, pool.repeat((off + n) // 7 + 1)[off:off + n]), (n, off)

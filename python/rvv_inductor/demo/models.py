@@ -154,9 +154,8 @@ def _random_model(transformers, cfg, seed: int):
             if "norm" in name.rsplit(".", 1)[0].rsplit(".", 1)[-1]:
                 p.fill_(1.0)
                 continue
-            n = p.numel()
             off = int(torch.randint(0, _POOL, (1,), generator=g))
-            p.view(-1).copy_(pool.repeat((off + n) // _POOL + 1)[off:off + n])
+            _fill_from_pool(p.view(-1), pool, off)
         # Buffers (rotary inv_freq) are computed in __init__: rebuild those modules on CPU.
         for parent in list(model.modules()):
             for cname, child in list(parent.named_children()):
@@ -166,6 +165,17 @@ def _random_model(transformers, cfg, seed: int):
         if b.device.type != "cpu" or not torch.isfinite(b).all():
             raise RuntimeError(f"demo model: buffer {name} was not initialised")
     return model
+
+
+def _fill_from_pool(flat, pool, off: int) -> None:
+    """flat[:] = the pool read cyclically from `off` (what pool.repeat(...)[off:off + n]
+    gives, without building the repeated copy: under the counting plugin every copied
+    element costs)."""
+    n, size, pos = flat.numel(), pool.numel(), 0
+    while pos < n:
+        take = min(n - pos, size - off)
+        flat[pos:pos + take].copy_(pool[off:off + take])
+        pos, off = pos + take, 0
 
 
 def mem_available_bytes() -> int | None:
