@@ -48,16 +48,19 @@ def cache(tmp_path, monkeypatch):
 class Stack(torch.nn.Module):
     """up (bias) -> ReLU (if relu) -> down (no bias), BF16."""
 
-    def __init__(self, k: int, hidden: int, n: int, seed: int, relu: bool = True) -> None:
+    def __init__(self, k: int, hidden: int, n: int, seed: int, relu: bool = True, skip: int = 0) -> None:
         super().__init__()
         torch.manual_seed(seed)
+        self.skip = skip  # forward reads x[..., skip:]: a view with an offset and a row stride > K
         self.up = torch.nn.Linear(k, hidden, bias=True)
         self.down = torch.nn.Linear(hidden, n, bias=False)
         self.act = torch.nn.ReLU() if relu else torch.nn.Identity()
         self.to(torch.bfloat16).eval()
 
     def forward(self, x):
-        return self.down(self.act(self.up(x)))
+        """(up's output, the stack's output): the test sees both layers' results."""
+        h = self.up(x[..., self.skip:] if self.skip else x)
+        return h, self.down(self.act(h))
 
 
 class Many(torch.nn.Module):
@@ -140,13 +143,12 @@ def test_int4_matches_dequantized_and_regional_and_verifies(cache):
     up = regional.RVVQuantLinear.from_linear(stack.up, info.block_n, "int4", 64)
     down = regional.RVVQuantLinear.from_linear(stack.down, info.block_n, "int4", 64)
     with torch.no_grad():
-        for x, y in zip(xs, ys):
-            h = up(x)
+        for x, (h, y) in zip(xs, ys):
             check_quantized_layer(up, stack.up, x, h)
+            assert torch.equal(h, up(x)), f"M={x.shape[0]}: whole-model and regional INT4 differ (up)"
             a = torch.relu(h)
-            want = down(a)
             check_quantized_layer(down, stack.down, a, y)
-            assert torch.equal(y, want), f"M={x.shape[0]}: whole-model and regional INT4 differ"
+            assert torch.equal(y, down(a)), f"M={x.shape[0]}: whole-model and regional INT4 differ (down)"
 
     report = verify.scan(cache)
     problems = verify.evaluate(report, [])
@@ -164,23 +166,23 @@ def test_int4_matches_dequantized_and_regional_and_verifies(cache):
 
 
 def test_int8_per_channel_and_kept_layers(cache):
-    """INT8 per channel (the default group size) for `up`; `down` kept in BF16 by
-    keep_bf16: it runs today's BF16 template and matches eager within BF16 tolerance."""
-    stack = Stack(256, 320, 192, seed=2, relu=False)
+    """INT8 per channel (the default group size) for `up`, whose input is a slice (offset
+    32, row stride 288); `down` kept in BF16 by keep_bf16: it runs today's BF16 template and
+    matches eager within BF16 tolerance."""
+    stack = Stack(256, 320, 192, seed=2, relu=False, skip=32)
     torch.manual_seed(3)
-    xs = [torch.randn(m, 256, dtype=torch.bfloat16) for m in (1, 2)]
+    xs = [torch.randn(m, 32 + 256, dtype=torch.bfloat16) for m in (1, 2)]
     ys = compile_and_run(stack, xs, weights="int8", keep_bf16=[stack.down])
 
     info = cpu.effective()
     up = regional.RVVQuantLinear.from_linear(stack.up, info.block_n, "int8", 0)
     with torch.no_grad():
-        for x, y in zip(xs, ys):
-            h = up(x)
+        for x, (h, y) in zip(xs, ys):
+            x = x[:, 32:]
             check_quantized_layer(up, stack.up, x, h)
-            a = h
-            want = stack.down(a)
-            err = (y.double() - want.double()).abs()
-            assert bool((err <= bf16_tolerance(a, stack.down.weight, None)).all())
+            assert torch.equal(h, up(x)), f"M={x.shape[0]}: whole-model and regional INT8 differ"
+            err = (y.double() - stack.down(h).double()).abs()
+            assert bool((err <= bf16_tolerance(h, stack.down.weight, None)).all())
 
     report = verify.scan(cache)
     assert verify.evaluate(report, []) == []

@@ -19,7 +19,7 @@ gate passed, unit-stride activation) and whose weight is a frozen constant
    and ``verify`` disassembles it. Its marker names format, group size and kernel.
 
 Shapes the user kept in BF16 (``keep_bf16``) or that cannot be quantized as asked (a group
-size that does not divide K, a bias that is not a [N] vector) are recorded with a typed
+size that does not divide K, a bias that is not a [N] vector, a non-finite weight) are recorded with a typed
 ``Policy`` reason (route "bf16") and continue on the BF16 path. Pointwise ops after the
 kernel are not fused into it (``allow_epilogue_fusion = False``): they run as Inductor's own
 loops on the kernel's output.
@@ -158,7 +158,14 @@ class QuantLinearTemplate(CppTemplate):
         ldx = int(x.get_stride()[0]) if m > 1 else k
         lay = self.lay
         decl = kernel.def_kernel(inputs=inputs, outputs={"Y": y})
-        bias = "B" if b is not None else "static_cast<const c10::BFloat16*>(nullptr)"
+
+        def ptr(node, name: str) -> str:
+            # The kernel receives the base pointer of the underlying buffer; a view (a slice
+            # of the activations, say) starts at its layout's offset.
+            off = int(node.get_layout().offset)
+            return f"{name} + {off}" if off else name
+
+        bias = ptr(b, "B") if b is not None else "static_cast<const c10::BFloat16*>(nullptr)"
         return "\n".join([
             self.header().getvalue(),
             kernel_marker.line(self.variant, headers_digest()),
@@ -170,7 +177,7 @@ class QuantLinearTemplate(CppTemplate):
             decl,
             "{",
             f"    rvv_inductor::linear_quant_inductor_or_throw<{lay.dtype}, {'true' if m == 1 else 'false'}>("
-            f"X, {ldx}, {m}, {n}, {k}, W, {lay.group_size}, {lay.scale_dtype}, {lay.zero_points}, {lay.nb}, "
+            f"{ptr(x, 'X')}, {ldx}, {m}, {n}, {k}, W, {lay.group_size}, {lay.scale_dtype}, {lay.zero_points}, {lay.nb}, "
             f"{lay.bytes}, {bias}, Y, {n}, {self.num_threads});",
             "}",
             "",
@@ -265,7 +272,11 @@ def try_lower(op: str, m: int, n: int, k: int, layout, mat1, mat2, bias):
         mat1 = ir.ExternKernel.require_contiguous(mat1)
     with _real_tensors():
         w_nk = w_kn.t()
-    packed = _quantize(name, w_nk, lay)
+    try:
+        packed = _quantize(name, w_nk, lay)
+    except quantized.QuantError as e:  # e.g. an Inf or NaN in the weight
+        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.NOT_QUANTIZABLE, str(e)))
+        return None
     packed_box = V.graph.add_tensor_constant(packed, name=f"{name}_rvv_{spec.format}")
     inputs = [mat1, packed_box] + ([b] if b is not None else [])
     kernel = kernel_name(spec.format, m, info)

@@ -16,8 +16,9 @@ it against ATen (minutes per shape on the board). We register ``user_lowerings``
    without benchmarking.
 
 When ``enable(weights="int8" | "int4")`` asked for quantized weights, a GEMM that passed
-1. and whose weight is a frozen constant goes to ``quant_lowering.try_lower`` first: the
-constant is quantized at compile time and a quantized kernel generated instead.
+the checks of 1. (and has a unit-stride activation) and whose weight is a frozen constant
+goes to ``quant_lowering.try_lower`` first: the constant is quantized at compile time and a
+quantized kernel generated instead of the BF16 template.
 
 Anything else returns None, and Inductor's normal lowering (ATen ``extern_kernels.mm`` /
 ``addmm``) runs: no graph break, no change in behaviour. Every decision is logged
