@@ -165,7 +165,8 @@ def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str
     n = spec["n_params_expected"]
     stages = [(f"measure:{m}", expected_seconds("measure", m, n, tokens)) for m in [worker.EMPTY] + spec["modes"]]
     if count_jobs > 0:
-        want = [m for m in count_modes.split(",") if m] or spec["modes"]
+        # scripts/demo counts the whole-model graph only with --full or when named.
+        want = [m for m in count_modes.split(",") if m] or [m for m in spec["modes"] if m != "whole" or spec["full"]]
         ctok = max(spec["batches"][:worker.MAX_COUNTED_BATCHES]) * (spec["count_prompt"] + spec["count_steps"])
         runs = spec["count_runs"] or [{"tag": ""}]
         for m in spec["modes"]:

@@ -405,7 +405,8 @@ def _side_by_side(rep: dict) -> list[str]:
                 f"one thread, ggml {_so(m.get('backend'))} measured" if mode in LLAMACPP_MODES else
                 "RVV kernels" if mode.startswith("regional") or mode == "whole" else "ATen")
         if c is None and not m.get("unavailable"):
-            note += "; not counted"
+            note += ("; not counted (counted with --full or --count-modes ...,whole)" if mode == "whole"
+                     else "; not counted")
         L.append(f"  {mode:15} {fmt:>8} {_fmt_n(weight_bytes_per_token(m, 1)):>12} {_fmt_n(ins):>10} "
                  f"{_fmt_n(_decode_dram_bytes(c) if c else None):>10} "
                  f"{_f(c['est_decode_tok_s'] if c else None, 3) or '-':>13}  {note}")

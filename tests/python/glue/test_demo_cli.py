@@ -158,6 +158,10 @@ def test_plan_stages():
     spec = spec_of()
     st = demo_pkg.plan_stages(spec, count_jobs=0, count_modes="")
     assert [n for n, _ in st] == ["measure:empty"] + [f"measure:{m}" for m in spec["modes"]]
+    counted = {n for n, _ in demo_pkg.plan_stages(spec, count_jobs=2, count_modes="") if n.startswith("count:")}
+    assert counted == {f"count:{m}" for m in spec["modes"] if m != "whole"}  # whole: only with --full
+    assert "count:whole" in dict(demo_pkg.plan_stages(spec_of("--full"), count_jobs=2, count_modes=""))
+    assert "count:whole" in dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="eager,whole"))
     st = dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="regional,llama.cpp-q4_0"))
     assert {n for n in st if n.startswith("count:")} == {"count:regional", "count:llama.cpp-q4_0"}
     # The default workload is what EXPECTED_S was measured with: no scaling.
