@@ -78,3 +78,24 @@ def test_fill_from_pool():
             got = torch.empty(n)
             models._fill_from_pool(got, pool, off)
             assert torch.equal(got, pool.repeat((off + n) // 7 + 1)[off:off + n]), (n, off)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_lazy_build_same_weights(tied):
+    """The regional modes build on the meta device and let compile_linears(load=...) make
+    each weight on demand: every tensor must equal what models.build gives eager, bit for bit."""
+    pytest.importorskip("transformers")
+    from rvv_inductor.regional import compile_linears
+
+    cfg = dict(models.config_dict("tiny", 1), hidden_size=256, intermediate_size=512, vocab_size=512,
+               num_attention_heads=4, tie_word_embeddings=tied)
+    spec = {"seed": 7, "config": cfg}
+    ref = models.build(spec).state_dict()
+    model, load = models.build_lazy(spec)
+    compile_linears(model, load=load)
+    got = model.state_dict()
+    assert set(got) == set(ref)
+    for k, v in ref.items():
+        assert got[k].device.type == "cpu" and torch.equal(got[k], v), k
+    with pytest.raises(KeyError):
+        load("no.such.weight", torch.empty(1, device="meta"))

@@ -167,6 +167,50 @@ def _random_model(transformers, cfg, seed: int):
     return model
 
 
+def build_lazy(spec: dict):
+    """The --config model on the meta device, and a ``load(name, meta)`` callable that makes
+    each weight on demand with exactly the values ``build`` gives it: for
+    compile_linears(load=...), which packs (quantizes) one Linear at a time, so the whole
+    BF16 model never exists. None for a checkpoint (``build`` then loads it whole)."""
+    import torch
+    import transformers
+
+    if spec.get("model_dir"):
+        return None
+    torch.manual_seed(spec["seed"])
+    cfg = transformers.Qwen2Config(**spec["config"])
+    with torch.device("meta"):
+        model = transformers.Qwen2ForCausalLM(cfg)
+    model = model.to(torch.bfloat16).eval()
+    model.requires_grad_(False)
+    if cfg.tie_word_embeddings:
+        model.tie_weights()
+    g = torch.Generator().manual_seed(spec["seed"])
+    pool = (torch.randn(_POOL, generator=g) * 0.02).to(torch.bfloat16)
+    offsets: dict[str, int | None] = {}
+    for name, p in model.named_parameters():  # the order, and draws, of _random_model
+        offsets[name] = (None if "norm" in name.rsplit(".", 1)[0].rsplit(".", 1)[-1]
+                         else int(torch.randint(0, _POOL, (1,), generator=g)))
+    if cfg.tie_word_embeddings:
+        offsets["lm_head.weight"] = offsets["model.embed_tokens.weight"]
+    for parent in list(model.modules()):
+        for cname, child in list(parent.named_children()):
+            if type(child).__name__.endswith("RotaryEmbedding"):
+                setattr(parent, cname, type(child)(config=cfg))
+
+    def load(name: str, meta):
+        if name not in offsets:
+            raise KeyError(name)
+        out = torch.empty(meta.shape, dtype=torch.bfloat16)
+        if offsets[name] is None:
+            out.fill_(1.0)
+        else:
+            _fill_from_pool(out.view(-1), pool, offsets[name])
+        return out
+
+    return model, load
+
+
 def _fill_from_pool(flat, pool, off: int) -> None:
     """flat[:] = the pool read cyclically from `off` (what pool.repeat(...)[off:off + n]
     gives, without building the repeated copy: under the counting plugin every copied

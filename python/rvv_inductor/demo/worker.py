@@ -136,6 +136,7 @@ class Session:
         self.mode_name, self.spec, self.model, self.prog = mode_name, spec, model, prog
         self.decode = model.forward  # a mode's compile step may replace it
         self.teacher = None
+        self.load = None  # for a meta-device model: where its weights come from (models.build_lazy)
         max_len = max(spec["prompts"]) + spec["steps"] + 1
         self.caches = {b: transformers.StaticCache(config=model.config, max_cache_len=max_len)
                        for b in spec["batches"]}
@@ -182,6 +183,7 @@ class Mode:
 
     name = ""
     teacher_forced = True     # compares logits for eager's tokens (eager picks them greedily)
+    lazy = False              # the mode's compile step materialises a meta-device model
     asserted = True           # agreement with eager within the BF16 tolerance is required
     linear_separable = True   # a counting run can charge Linear calls to their own region
 
@@ -208,12 +210,13 @@ class Regional(Mode):
     """rvv_inductor.compile_linears: only the Linear layers are compiled (RVV)."""
 
     name = "regional"
+    lazy = True  # built on the meta device: compile_linears(load=...) packs layer by layer
 
     def compile(self, session: Session, res: dict) -> None:
         from ..regional import compile_linears
 
         session.prog.stage("regional: packing the Linear weights")
-        _record_linears(res, compile_linears(session.model))
+        _record_linears(res, compile_linears(session.model, load=session.load))
 
     def warm_up(self, session: Session) -> dict:
         # One step of every workload compiles every artifact (prefill and decode M buckets).
@@ -244,7 +247,7 @@ class RegionalInt8(Regional):
         from ..regional import compile_linears
 
         session.prog.stage(f"{self.name}: quantizing and packing the Linear weights ({self.weights})")
-        rep = compile_linears(session.model, weights=self.weights)
+        rep = compile_linears(session.model, weights=self.weights, load=session.load)
         _record_linears(res, rep)
         res["weights"] = self.weights
         res["group_size"] = DEFAULT_GROUP_SIZE[self.weights]
@@ -317,7 +320,9 @@ def run(spec: dict, mode_name: str) -> dict:
     stage = f"count:{mode.name}{spec.get('count_tag', '')}" if counting else f"measure:{mode.name}"
     prog = Progress(f"{mode.name}: building the model", stream=sys.stdout, eta=worker_eta(spec["out"], stage))
     t0 = time.perf_counter()
-    model = models.build(spec)
+    lazy = models.build_lazy(spec) if mode.lazy and not spec.get("no_lazy") else None
+    model, load = lazy if lazy else (models.build(spec), None)
+    res["lazy_build"] = load is not None
     res["build_s"] = time.perf_counter() - t0
     params = {id(p): p for p in model.parameters()}
     res["param_bytes"] = sum(p.numel() * p.element_size() for p in params.values())
@@ -326,6 +331,7 @@ def run(spec: dict, mode_name: str) -> dict:
     graphs0 = torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
     session = Session(mode.name, spec, model, prog)
+    session.load = load
     t0 = time.perf_counter()
     mode.compile(session, res)
     res["prepare_s"] = time.perf_counter() - t0
