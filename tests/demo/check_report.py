@@ -127,9 +127,9 @@ if counted:
             check(c["est_decode_tok_s"] > 0, f"{name}: estimate {c['est_decode_tok_s']}")
             if name in LLAMA or name.startswith("regional-int"):
                 # Every weight byte of the format is read at least once per step.
-                d = c["decode_linear"] or c["decode_rest"]
-                check(d["bytes_read"] * c["batch"] >= 0.9 * m["weight_bytes_step"],
-                      f"{name}: read {d['bytes_read']} bytes per token < weights {m['weight_bytes_step']}")
+                region = c["decode_linear"] or c["decode_rest"]
+                check(region["bytes_read"] * c["batch"] >= 0.9 * m["weight_bytes_step"],
+                      f"{name}: read {region['bytes_read']} bytes per token < weights {m['weight_bytes_step']}")
                 if name in LLAMA:
                     check(c.get("backend") and "riscv64_v" in c["backend"], f"{name}: counted variant {c.get('backend')}")
             elif c["decode_linear"]:
