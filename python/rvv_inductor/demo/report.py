@@ -392,7 +392,9 @@ def _counted_work(rep: dict) -> list[str]:
 def _side_by_side(rep: dict) -> list[str]:
     """One table, one row per mode at batch 1: the RVV modes and llama.cpp on the same weights."""
     L = ["Side by side, one decode token at batch 1 (weight bytes: the Linear weights as stored, read once per "
-         "step; instructions and DRAM bytes: counted; K1 tok/s: ESTIMATED):",
+         "step; instructions and DRAM bytes: counted; K1 tok/s: ESTIMATED with DRAM at "
+         f"{rep['k1_model']['dram_bytes_s'] / 1e9:.2f} GB/s, the peak: a ceiling; programs measured on the board "
+         "reach ~3.3-4.4 GB/s, README 'Benchmark truth'):",
          f"  {'mode':15} {'weights':>8} {'weight B/tok':>12} {'insns/tok':>10} {'DRAM B/tok':>10} "
          f"{'EST. K1 tok/s':>13}  backend / note"]
     for mode, m in rep["modes"].items():
