@@ -21,6 +21,8 @@ import torch
 import rvv_inductor
 from rvv_inductor import cpu, regional
 
+from quant_bounds import kernel_bound  # noqa: E402  (tests/python is on sys.path)
+
 pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
                                 reason="needs riscv64 with V (emulated or native)")
 
@@ -33,29 +35,6 @@ def inductor_cache(tmp_path_factory):
         yield
         rvv_inductor.disable()
         torch._dynamo.reset()
-
-
-def gamma(n: int, u: float) -> float:
-    return n * u / (1 - n * u)
-
-
-def kernel_bound(layer: regional.RVVQuantLinear, x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """quant_test.cpp's bound for BF16 output, per element of y."""
-    qt = layer.quantized_tensors()
-    k = layer.in_features
-    rows = k if layer.group_size == 0 else layer.group_size
-    s = qt["scales"].double().abs().repeat_interleave(rows, dim=1)[:, :k]
-    z = qt["zeros"].double().repeat_interleave(rows, dim=1)[:, :k]
-    qz = (qt["values"].double().abs() + z) * s
-    b = layer.bias.double().abs() if layer.bias is not None else 0
-    abs_sum = x.double().abs() @ qz.T + b
-    groups = 1 if layer.group_size == 0 else -(-k // layer.group_size)
-    terms = k + 2 * groups + 2
-    b32 = (gamma(terms, 2.0**-24) + gamma(terms, 2.0**-53)) * abs_sum
-    # QuantF16 (Zvfh): activations scaled into FP16, values below 2^-31 max|x| may lose 2^-39 max|x|.
-    amax = x.double().abs().amax(dim=1, keepdim=True)
-    b32 = b32 + 2.0**-39 * amax * layer.dequantized().double().abs().sum(1)
-    return b32 + 2.0**-8 * (ref.abs() + b32)
 
 
 def make_linear(n: int, k: int, bias: bool, seed: int = 0) -> torch.nn.Linear:

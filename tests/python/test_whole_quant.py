@@ -28,6 +28,8 @@ from rvv_inductor import cpu, quantized, regional, verify
 from rvv_inductor.inductor import quant_lowering
 from rvv_inductor.policy import Gate
 
+from quant_bounds import kernel_bound  # noqa: E402  (tests/python is on sys.path)
+
 pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
                                 reason="needs riscv64 with V (emulated or native)")
 
@@ -76,30 +78,6 @@ def compile_and_run(stack: Stack, xs, **flags):
     rvv_inductor.enable(gate=GATE, **flags)
     with torch._inductor.config.patch(freezing=True), torch.no_grad():
         return torch.compile(Many(stack).eval(), dynamic=False)(xs)
-
-
-def gamma(n: int, u: float) -> float:
-    return n * u / (1 - n * u)
-
-
-def kernel_bound(layer: regional.RVVQuantLinear, x: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """The bound of test_quantized.py (tests/cpp/quant_test.cpp) for BF16 output: the FP32
-    accumulation over the terms |x|.(|q|+|z|).|s|, the FP16-activation loss of the Zvfh
-    path, and the BF16 rounding of the output."""
-    qt = layer.quantized_tensors()
-    k = layer.in_features
-    rows = k if layer.group_size == 0 else layer.group_size
-    s = qt["scales"].double().abs().repeat_interleave(rows, dim=1)[:, :k]
-    z = qt["zeros"].double().repeat_interleave(rows, dim=1)[:, :k]
-    qz = (qt["values"].double().abs() + z) * s
-    b = layer.bias.double().abs() if layer.bias is not None else 0
-    abs_sum = x.double().abs() @ qz.T + b
-    groups = 1 if layer.group_size == 0 else -(-k // layer.group_size)
-    terms = k + 2 * groups + 2
-    b32 = (gamma(terms, 2.0**-24) + gamma(terms, 2.0**-53)) * abs_sum
-    amax = x.double().abs().amax(dim=1, keepdim=True)
-    b32 = b32 + 2.0**-39 * amax * layer.dequantized().double().abs().sum(1)
-    return b32 + 2.0**-8 * (ref.abs() + b32)
 
 
 def bf16_tolerance(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
