@@ -68,20 +68,27 @@ def unpack(packed: torch.Tensor, n: int) -> torch.Tensor:
     return out
 
 
+def linear_operands(x: torch.Tensor, bias: torch.Tensor | None, n: int, k: int, error: type[Exception]):
+    """The checks every packed-weight linear makes before calling the C++ core: x a BF16
+    [M, k] matrix with unit column stride (copied otherwise), bias None or BF16 [n]. Returns
+    (x, bias, y) with y the empty BF16 [M, n] output; bad operands raise ``error``."""
+    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != k:
+        raise error(f"expected x of shape [M, {k}] bfloat16, got {tuple(x.shape)} {x.dtype}")
+    if bias is not None and (bias.dtype != torch.bfloat16 or tuple(bias.shape) != (n,)):
+        raise error(f"expected a bfloat16 bias of shape [{n}], got {tuple(bias.shape)} {bias.dtype}")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    bias = bias.contiguous() if bias is not None else None
+    return x, bias, torch.empty(x.shape[0], n, dtype=torch.bfloat16)
+
+
 def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, n: int) -> torch.Tensor:
     """Y[M, N] = X[M, K] . W^T (+ bias), bf16 in and out, with the C++ dispatcher (RVV when
     the CPU has V, the scalar reference otherwise)."""
     lay = _layout_of(packed, n)
     k, nb = lay.k, lay.nb
-    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != k:
-        raise PackingError(f"expected x of shape [M, {k}] bfloat16, got {tuple(x.shape)} {x.dtype}")
-    if bias is not None and (bias.dtype != torch.bfloat16 or bias.shape != (n,)):
-        raise PackingError(f"expected a bfloat16 bias of shape [{n}], got {tuple(bias.shape)} {bias.dtype}")
-    x = x if x.stride(1) == 1 else x.contiguous()
+    x, bias, y = linear_operands(x, bias, n, k, PackingError)
     packed = packed.contiguous()
-    bias = bias.contiguous() if bias is not None else None
     m = x.shape[0]
-    y = torch.empty(m, n, dtype=torch.bfloat16)
     if m == 0:
         return y
     _native.check(_native.lib().rvv_linear_bf16_packed(

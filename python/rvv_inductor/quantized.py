@@ -14,6 +14,7 @@ import functools
 import torch
 
 from . import _native
+from . import packed as packed_mod  # linear_operands; the module name `packed` is a parameter here
 from ._native import RVV_DTYPE_BF16, RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8, PackedLayout
 
 FORMAT_CODES = {"int8": RVV_DTYPE_INT8, "int4": RVV_DTYPE_INT4}
@@ -136,14 +137,8 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, lay
     (``rvv_linear_packed_opts``: RVV when the CPU has V, the scalar reference otherwise)."""
     n, k = lay.n, lay.k
     packed = _check_packed(packed, lay)
-    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != k:
-        raise QuantError(f"expected x of shape [M, {k}] bfloat16, got {tuple(x.shape)} {x.dtype}")
-    if bias is not None and (bias.dtype != torch.bfloat16 or tuple(bias.shape) != (n,)):
-        raise QuantError(f"expected a bfloat16 bias of shape [{n}], got {tuple(bias.shape)} {bias.dtype}")
-    x = x if x.stride(1) == 1 else x.contiguous()
-    bias = bias.contiguous() if bias is not None else None
+    x, bias, y = packed_mod.linear_operands(x, bias, n, k, QuantError)
     m = x.shape[0]
-    y = torch.empty(m, n, dtype=torch.bfloat16)
     if m == 0:
         return y
     _native.check(_native.lib().rvv_linear_packed_opts(
