@@ -44,13 +44,15 @@ def _gguf():
     return gguf
 
 
+# GGUF tensor names outside the blocks -> transformers parameter names (and back).
+_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+        "output.weight": "lm_head.weight"}
+_TOP_GGUF = {hf: g for g, hf in _TOP.items()}
+
+
 def _hf_name(name: str) -> str | None:
-    if name == "token_embd.weight":
-        return "model.embed_tokens.weight"
-    if name == "output_norm.weight":
-        return "model.norm.weight"
-    if name == "output.weight":
-        return "lm_head.weight"
+    if name in _TOP:
+        return _TOP[name]
     parts = name.split(".")
     if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit():
         i, kind, what = parts[1], parts[2], parts[3]
@@ -121,12 +123,8 @@ def _bf16(raw: np.ndarray, t) -> torch.Tensor:
 
 def _gguf_name(hf: str) -> str:
     """The GGUF name of a transformers parameter (for error messages)."""
-    if hf == "model.embed_tokens.weight":
-        return "token_embd.weight"
-    if hf == "model.norm.weight":
-        return "output_norm.weight"
-    if hf == "lm_head.weight":
-        return "output.weight"
+    if hf in _TOP_GGUF:
+        return _TOP_GGUF[hf]
     parts = hf.split(".")
     if len(parts) >= 5 and parts[:2] == ["model", "layers"]:
         rest = ".".join(parts[3:-1])
