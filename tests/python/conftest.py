@@ -24,3 +24,19 @@ def emulated():
         "v": os.environ.get("RV64_NO_V") != "1",
         "bf16": os.environ.get("RV64_BF16") == "1",
     }
+
+
+@pytest.fixture(scope="module")
+def inductor_cache(tmp_path_factory):
+    """A fresh Inductor cache directory and Dynamo state for one test module, and
+    rvv_inductor disabled after it (modules use it autouse via pytestmark, or by name)."""
+    import torch
+
+    import rvv_inductor
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+        torch._dynamo.reset()
+        yield
+        rvv_inductor.disable()
+        torch._dynamo.reset()

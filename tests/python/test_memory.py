@@ -18,8 +18,9 @@ import torch
 import rvv_inductor
 from rvv_inductor import cpu, regional
 
-pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
-                                reason="needs riscv64 with V (emulated or native)")
+pytestmark = [pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
+                                 reason="needs riscv64 with V (emulated or native)"),
+              pytest.mark.usefixtures("inductor_cache")]  # tests/python/conftest.py
 
 transformers = pytest.importorskip("transformers")
 
@@ -77,16 +78,6 @@ def assert_close_logits(got, want):
 
 
 TOKENS = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(3))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _inductor_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-        torch._dynamo.reset()
-        yield
-        rvv_inductor.disable()
-        torch._dynamo.reset()
 
 
 # -- tied embeddings -----------------------------------------------------------------------

@@ -23,18 +23,9 @@ from rvv_inductor import cpu, regional
 
 from quant_bounds import kernel_bound  # noqa: E402  (tests/python is on sys.path)
 
-pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
-                                reason="needs riscv64 with V (emulated or native)")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def inductor_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-        torch._dynamo.reset()
-        yield
-        rvv_inductor.disable()
-        torch._dynamo.reset()
+pytestmark = [pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
+                                 reason="needs riscv64 with V (emulated or native)"),
+              pytest.mark.usefixtures("inductor_cache")]  # tests/python/conftest.py
 
 
 def make_linear(n: int, k: int, bias: bool, seed: int = 0) -> torch.nn.Linear:

@@ -54,18 +54,6 @@ def teacher_forced_logits(model, tokens):
     return torch.stack(out, 1).float()
 
 
-@pytest.fixture(scope="module")
-def inductor_cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-        torch._dynamo.reset()
-        yield
-        import rvv_inductor
-
-        rvv_inductor.disable()
-        torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 def test_decoder_matches_eager(arch, inductor_cache):
     config, cls = small_config(arch)
