@@ -29,3 +29,14 @@ def native():
         return _native.lib()
     except _native.NativeLibraryError as e:
         pytest.skip(f"no loadable C++ core: {e}")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An Inductor cache directory that the routing log goes to."""
+    from rvv_inductor import reasons
+
+    log_dir = tmp_path / "rvv_inductor"
+    log_dir.mkdir()
+    monkeypatch.setattr(reasons, "_log_path", lambda: log_dir / reasons.LOG_NAME)
+    return tmp_path

@@ -28,15 +28,6 @@ def test_fallback_text():
     assert Fallback(Defect.LOWERING_FAILED, "boom").kind is Kind.DEFECT
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An Inductor cache directory that the routing log goes to."""
-    log_dir = tmp_path / "rvv_inductor"
-    log_dir.mkdir()
-    monkeypatch.setattr(reasons, "_log_path", lambda: log_dir / reasons.LOG_NAME)
-    return tmp_path
-
-
 def test_record_and_read_back(cache):
     reasons.record_rvv("mm", 1, 2048, 1024, "torch.bfloat16", "CppMicroGemmRVVBF16Gemv")
     reasons.record_fallback("mm", 4, 256, 1024, "torch.bfloat16", "aten", Fallback(Policy.GATE, "N=256 < 1024"))

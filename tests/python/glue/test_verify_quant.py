@@ -10,14 +10,6 @@ from rvv_inductor.inductor import kernel_marker
 from rvv_inductor.reasons import Fallback, Policy
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    log_dir = tmp_path / "rvv_inductor"
-    log_dir.mkdir()
-    monkeypatch.setattr(reasons, "_log_path", lambda: log_dir / reasons.LOG_NAME)
-    return tmp_path
-
-
 def test_quant_marker_round_trip():
     v = kernel_marker.quant_variant("int4", 64, "rvv_zvfh/int4/gemv_1xm8")
     assert v == "quantized int4 g64 rvv_zvfh/int4/gemv_1xm8"
