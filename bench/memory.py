@@ -185,6 +185,8 @@ def main() -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="directory for memory.json and memory.md")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the modes already in --out's JSON (same config and seed) and run only the others")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -195,7 +197,20 @@ def main() -> int:
     if bad:
         ap.error(f"unknown mode(s) {bad}; choose from {MODES}")
     results = []
+    if a.resume:
+        if not a.out:
+            ap.error("--resume needs --out")
+        old = a.out / f"memory-{a.config}.json"
+        if old.exists():
+            # a mode's seed is part of its command line; only results from the same seed carry over
+            prev = json.loads(old.read_text())
+            if f"--seed {a.seed} " in prev["command"]:
+                results = [r for r in prev["results"] if r["mode"] in modes]
+    done = {r["mode"] for r in results}
     for mode in modes:
+        if mode in done:
+            print(f"{mode}: kept from {a.out}", flush=True)
+            continue
         t = time.time()
         p = subprocess.run([sys.executable, __file__, "--one", mode, "--config", a.config, "--seed", str(a.seed)],
                            capture_output=True, text=True)
@@ -205,6 +220,7 @@ def main() -> int:
         r = json.loads(p.stdout.strip().splitlines()[-1])
         r["wall_seconds"] = time.time() - t
         results.append(r)
+        results.sort(key=lambda x: modes.index(x["mode"]))
         print(f"{mode}: VmHWM {r['vmhwm_kib'] / 2**20:.2f} GiB ({time.time() - t:.0f} s)", flush=True)
         if a.out:  # after every mode: a long run keeps what it measured
             write(a, results)

@@ -12,6 +12,7 @@ loaded or a faster machine. scripts/demo's counting pass reports through the sam
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -26,7 +27,8 @@ class Progress:
     def __init__(self, text: str, stream=None, eta=None) -> None:
         self._out = stream or sys.stderr
         self._eta = eta  # () -> str: the whole run's time left, appended to each line
-        self._tty = self._out.isatty()
+        # scripts/demo's side-by-side workers share one terminal: each then prints whole lines
+        self._tty = self._out.isatty() and os.environ.get("RVV_DEMO_PLAIN_PROGRESS") != "1"
         self._text = text
         self._t0 = self._stage_t0 = time.monotonic()
         self._lock = threading.Lock()
@@ -126,12 +128,14 @@ class Plan:
         d = json.loads((self.out / "plan.json").read_text())
         self.stages: list[list] = d["stages"]  # [name, expected_s]
         self.count_jobs = max(1, int(d.get("count_jobs", 1)))
+        self.measure_jobs = max(1, int(d.get("measure_jobs", 1)))
         self.t0 = float(d["t0"])
 
     @staticmethod
-    def create(out: Path, stages: list[tuple[str, float]], count_jobs: int = 1) -> Plan:
+    def create(out: Path, stages: list[tuple[str, float]], count_jobs: int = 1, measure_jobs: int = 1) -> Plan:
         out = Path(out)
         (out / "plan.json").write_text(json.dumps({"t0": time.time(), "count_jobs": count_jobs,
+                                                   "measure_jobs": measure_jobs,
                                                    "stages": [[n, float(e)] for n, e in stages]}, indent=1))
         (out / "plan-done.jsonl").write_text("")
         return Plan(out)
@@ -167,15 +171,17 @@ class Plan:
 
     def seconds_left(self, current: dict[str, float] | None = None) -> float:
         """Expected seconds until the run ends. ``current``: stages running now -> seconds
-        they have run. Count stages run ``count_jobs`` at a time."""
+        they have run. Counting stages run ``count_jobs`` at a time, measuring stages
+        ``measure_jobs`` at a time (a stage's seconds are its wall time with its neighbours)."""
         done = self.done()
         current = dict(self.running(), **(current or {}))
-        exp = dict((n, e) for n, e in self.stages)
+        # EXPECTED_S is a stage alone; beside measure_jobs - 1 others it takes that much longer
+        exp = dict((n, e * (1 if n.startswith("count:") else self.measure_jobs)) for n, e in self.stages)
         spent = sum(done.values())
         planned = sum(exp.get(n, 0.0) for n in done)
         factor = min(4.0, max(0.4, spent / planned)) if planned > 0 else 1.0
         left_measure = left_count = 0.0
-        for n, e in self.stages:
+        for n, e in exp.items():
             if n in done:
                 continue
             rest = max(e * factor - current.get(n, 0.0), 0.1 * e * factor)
@@ -183,7 +189,7 @@ class Plan:
                 left_count += rest
             else:
                 left_measure += rest
-        return left_measure + left_count / self.count_jobs
+        return left_measure / self.measure_jobs + left_count / self.count_jobs
 
     def eta_text(self, current: dict[str, float] | None = None) -> str:
         n_done, n = len(self.done()), len(self.stages)

@@ -191,6 +191,26 @@ def test_plan_eta(tmp_path):
     assert r.returncode == 0 and "count:a finished in 10m00s" in r.stdout, r.stdout + r.stderr
 
 
+def test_plan_eta_side_by_side(tmp_path):
+    """Measuring workers run measure_jobs at a time: each stage then takes about
+    measure_jobs times its solo seconds, and that many run at once."""
+    plan = progress.Plan.create(tmp_path, [("measure:a", 100), ("measure:b", 200), ("count:a", 300)],
+                                count_jobs=1, measure_jobs=2)
+    assert plan.seconds_left() == pytest.approx((2 * 100 + 2 * 200) / 2 + 300)
+    plan.finish("measure:a", 200)  # exactly as expected beside a neighbour: no correction
+    assert plan.seconds_left() == pytest.approx(2 * 200 / 2 + 300)
+    plan.finish("measure:b", 800)  # twice as slow: the counting run is scaled too (factor 1000/600)
+    assert plan.seconds_left() == pytest.approx(300 * 1000 / 600)
+
+
+def test_measure_jobs():
+    assert spec_of()["measure_jobs"] == 2  # the tiny default: two workers side by side
+    assert spec_of("--measure-jobs", "1")["measure_jobs"] == 1
+    assert spec_of("--config", "qwen2.5-0.5b", "--modes", "eager,regional-int4")["measure_jobs"] == 1  # a model copy per worker
+    with pytest.raises(demo_pkg.models.DemoInputError, match="measure-jobs"):
+        spec_of("--measure-jobs", "0")
+
+
 def test_weight_bytes_and_memory_goals():
     m = {"weight_bytes_step": 4000}
     assert report.weight_bytes_per_token(m, 1) == 4000 and report.weight_bytes_per_token(m, 4) == 1000
