@@ -13,7 +13,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-from rvv_inductor.policy import M_BUCKETS, m_bucket  # noqa: E402  (plain Python, no torch)
+from rvv_inductor import policy  # noqa: E402  (plain Python, no torch)
+from rvv_inductor.policy import M_BUCKETS, m_bucket  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import recompute  # noqa: E402  (the estimate columns, recomputed from the raw counts)
 
 d = Path(sys.argv[1])
 counted = "--counted" in sys.argv
@@ -138,6 +142,38 @@ if counted:
                 lin_bytes = 2 * ((2 * h * h + 2 * h * kv + 3 * h * i) * dims["num_hidden_layers"] + v * h)
                 per_tok = c["decode_linear"]["bytes_read"] * c["batch"]
                 check(per_tok >= 0.9 * lin_bytes, f"{name}: Linear read {per_tok} bytes per step < weights")
+    # The two K1 columns against an independent recomputation from the raw plugin counts.
+    cspec = dict(rep["count_spec"])
+    for name, m in modes.items():
+        if not m["counts"]:
+            continue
+        want = recompute.estimates(d, name, cspec, dims["num_hidden_layers"])
+        check(want is not None, f"{name}: counts in the report but no raw counts in {d}")
+        for c in m["counts"] if want else []:
+            for key, v in want.get(c["batch"], {}).items():
+                got = c.get(key)
+                ok = (v is None and got is None) or (v is not None and got is not None and abs(got / v - 1) < 1e-6)
+                check(ok, f"{name} batch {c['batch']}: {key} {got} != {v} recomputed from the raw counts")
+            check(c["est_decode_tok_s"] <= c["est_decode_tok_s_ceiling"] * (1 + 1e-9),
+                  f"{name}: the calibrated estimate exceeds the ceiling")
+    k = rep["k1_model"]
+    check(k["dram_bytes_s"] == policy.K1_DRAM_BYTES_PER_S and k["dram_achieved_bytes_s"] ==
+          policy.K1_DRAM_ACHIEVED_BYTES_PER_S and k["headline"] == "achieved", f"k1 model {k}")
+    # The calibration's error, printed: each published number's prediction at the fitted
+    # bandwidth is bandwidth / weight bytes; the worst error over the non-reference rows.
+    cal = rep["calibration"]
+    errs = []
+    for r in cal["rows"]:
+        pred = cal["bandwidth"] / r["weight_bytes"]
+        check(abs(r["predicted_tok_s"] / pred - 1) < 1e-9 and abs(r["error"] - (pred / r["published_tok_s"] - 1)) < 1e-9,
+              f"calibration row {r}")
+        if r["key"] != cal["reference"]:
+            errs.append(abs(pred / r["published_tok_s"] - 1))
+    check(errs and abs(cal["max_abs_error"] - max(errs)) < 1e-9, f"calibration worst error {cal['max_abs_error']}")
+    text = (d / "report.txt").read_text()
+    for needle in ("K1 ceiling (10.66 GB/s peak)", f"K1 as achieved (calibrated {k['dram_achieved_bytes_s'] / 1e9:.2f} "
+                   "GB/s) = HEADLINE", f"worst {cal['max_abs_error']:.0%}"):
+        check(needle in text, f"report.txt lacks {needle!r}")
     if "regional" in modes and modes["regional"]["counts"] and modes["eager"]["counts"]:
         rl = modes["regional"]["counts"][0]["decode_linear"]["insns"]
         el = modes["eager"]["counts"][0]["decode_linear"]["insns"]

@@ -2,25 +2,44 @@
 
 Inputs are the rvvcount plugin's per-region counters for one decode step or one
 prefill (executed riscv64 instructions, vector datapath beats at the K1's DLEN, bytes, and
-DRAM traffic from its two-level cache model), divided per token. The model, with the
-K1's numbers from ``rvv_inductor.policy``:
+DRAM traffic from its two-level cache model), divided per token, with every thread of the
+process counted (the plugin charges a region with all threads' work and reports each
+thread). The model, with the K1's numbers from ``rvv_inductor.policy``:
 
 * compute: every instruction that is not a vector datapath operation takes CPI_SCALAR
   cycles, every vector instruction its beats, max(1, EMUL x VLEN / DLEN), no overlap
-  (the X60 is in-order) -- the same model as bench/report.py;
-* Linear layers run on K1_CORES cores (the kernels split N across threads); everything
-  else (Python, the dispatcher, attention, norms) on one core;
-* DRAM traffic streams at K1_DRAM_BYTES_PER_S and overlaps compute: a region takes
-  max(compute time, memory time).
+  (the X60 is in-order) -- the same model as bench/report.py -- evaluated per thread;
+* a region takes its busiest thread's cycles (``max_thread_cycles``: the counting runs use
+  K1_CORES torch threads, so this is the measured split, not total / 8). A region counted
+  on one thread only (older counts) falls back to: Linear split evenly over K1_CORES cores
+  (total / 8, labelled "assumed"), everything else on one core;
+* DRAM traffic of all threads shares one channel at ``bandwidth`` bytes/s and overlaps
+  compute: a region takes max(compute time, memory time).
 
-What it ignores: dual issue, cache effects beyond the modelled L1/L2, DRAM latency,
-thread start/stop, and that the "rest" region's Python overhead on the board may differ
-from the count under QEMU (same instructions, different CPI). Board numbers to compare
-with are in BOARD_NUMBERS.
+The bandwidth is a parameter. Two values are reported: the LPDDR4X peak
+(``policy.K1_DRAM_BYTES_PER_S``, 10.66 GB/s: a ceiling no board program has been shown to
+reach) and the bandwidth fitted to published board numbers
+(``policy.K1_DRAM_ACHIEVED_BYTES_PER_S``, 3.33 GB/s, ``calibration.py``, with its error on
+the other published numbers): the calibrated one is the headline.
+
+What it ignores: dual issue, cache effects beyond the modelled L1/L2 (private per thread
+in the plugin: activations all threads read are charged once per thread; the K1 shares
+an L2 per 4-core cluster), DRAM latency, thread start/stop beyond what was counted, and
+that the "rest" region's Python overhead on the board may differ from the count under
+QEMU (same instructions, different CPI). Board numbers to compare with are in
+BOARD_NUMBERS.
 """
 from __future__ import annotations
 
-from ..policy import CPI_SCALAR, K1_CLOCK_HZ, K1_CORES, K1_DRAM_BYTES_PER_S
+from ..policy import CPI_SCALAR, K1_CLOCK_HZ, K1_CORES, K1_DRAM_ACHIEVED_BYTES_PER_S, K1_DRAM_BYTES_PER_S
+
+# The two bandwidths every estimate is given at: the peak (a ceiling) and the calibrated
+# one (the headline). (key, label, bytes/s)
+PEAK = ("ceiling", f"K1 ceiling ({K1_DRAM_BYTES_PER_S / 1e9:.2f} GB/s peak)", K1_DRAM_BYTES_PER_S)
+ACHIEVED = ("achieved", f"K1 as achieved (calibrated {K1_DRAM_ACHIEVED_BYTES_PER_S / 1e9:.2f} GB/s)",
+            K1_DRAM_ACHIEVED_BYTES_PER_S)
+BANDWIDTHS = (PEAK, ACHIEVED)
+HEADLINE = ACHIEVED[0]
 
 # Qwen2.5-1.5B decode throughput measured on a BPI-F3 board and published by the authors
 # of each program: the seed prototype this project started from (its regional and its
@@ -34,28 +53,61 @@ BOARD_NUMBERS = [
 ]
 
 
-def region_seconds(c: dict, cores: int) -> dict:
-    """Estimated K1 seconds for one region's counters."""
-    scalar_like = c["insns"] - c["vector_insns"] + c["vsetvl"]
-    compute_cycles = scalar_like * CPI_SCALAR + c["vbeats"]
+def compute_cycles(c: dict) -> float:
+    """In-order cycles of one thread's (or a total's) counters."""
+    g = lambda k: c.get(k, 0)  # noqa: E731  (a counter the plugin did not report is 0)
+    return (g("insns") - g("vector_insns") + g("vsetvl")) * CPI_SCALAR + g("vbeats")
+
+
+def thread_view(region: dict) -> dict:
+    """From one raw plugin region: the busiest thread's cycles and the number of threads
+    that executed anything. Per-thread counters (``threads.<vcpu>``, plugin with thread
+    counting) give the cycles of each thread exactly; without them (older counts) the
+    region is one thread: its totals."""
+    threads = [t for t in (region.get("threads") or {}).values() if t.get("insns", 0) > 0]
+    if threads:
+        return {"max_thread_cycles": max(compute_cycles(t) for t in threads), "threads_active": len(threads)}
+    return {"max_thread_cycles": compute_cycles(region) if "insns" in region else 0.0,
+            "threads_active": 1 if region.get("insns") else 0}
+
+
+def region_seconds(c: dict, cores: int, bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> dict:
+    """Estimated K1 seconds for one region's counters. ``cores``: how many cores a region
+    counted on ONE thread is assumed to split over evenly (Linear: K1_CORES; the rest: 1).
+    A region counted on several threads takes its busiest thread's cycles instead."""
     dram = c.get("dram_read_bytes", 0) + c.get("dram_write_bytes", 0)
-    compute_s = compute_cycles / (K1_CLOCK_HZ * cores)
-    memory_s = dram / K1_DRAM_BYTES_PER_S
+    if c.get("threads_active", 1) > 1 and c.get("max_thread_cycles"):
+        cycles, split = c["max_thread_cycles"], f"measured, busiest of {c['threads_active']:.0f} threads"
+    else:
+        cycles = compute_cycles(c) / cores
+        split = f"assumed even over {cores} cores (counted on one thread)" if cores > 1 else "one thread"
+    compute_s = cycles / K1_CLOCK_HZ
+    memory_s = dram / bandwidth
     return {"compute_s": compute_s, "memory_s": memory_s, "s": max(compute_s, memory_s),
-            "bound": "memory" if memory_s >= compute_s else "compute"}
+            "bound": "memory" if memory_s >= compute_s else "compute", "split": split}
 
 
-def step_estimate(linear: dict | None, rest: dict, tokens: int) -> dict:
+def step_estimate(linear: dict | None, rest: dict, tokens: int,
+                  bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> dict:
     """K1 estimate for one step (a decode step of `tokens` sequences, or a prefill of
-    `tokens` tokens). `linear` is None when Linear is not separable (whole-model graph):
-    then the whole step is modelled on one core -- a lower bound on its speed."""
-    r = region_seconds(rest, 1)
-    l = region_seconds(linear, K1_CORES) if linear else {"s": 0.0, "bound": "-"}
+    `tokens` tokens) at DRAM ``bandwidth`` bytes/s. `linear` is None when Linear is not
+    separable (whole-model graph, llama.cpp): then the whole step is one region, taken at
+    its busiest thread when counted with threads, else on one core (a lower bound on its
+    speed)."""
+    r = region_seconds(rest, 1, bandwidth)
+    l = region_seconds(linear, K1_CORES, bandwidth) if linear else {"s": 0.0, "bound": "-", "split": "-"}
     s = r["s"] + l["s"]
     return {"step_s": s, "linear_s": l["s"], "rest_s": r["s"], "linear_bound": l["bound"],
+            "linear_split": l["split"], "rest_split": r["split"], "bandwidth": bandwidth,
             "tok_s": tokens / s if s > 0 else 0.0}
 
 
-def bandwidth_bound_tok_s(weight_bytes_per_step: float, batch: int) -> float:
+def estimates(linear: dict | None, rest: dict, tokens: int) -> dict:
+    """step_estimate at the peak ("ceiling") and at the calibrated bandwidth ("achieved")."""
+    return {key: step_estimate(linear, rest, tokens, bw) for key, _, bw in BANDWIDTHS}
+
+
+def bandwidth_bound_tok_s(weight_bytes_per_step: float, batch: int,
+                          bandwidth: float = K1_DRAM_BYTES_PER_S) -> float:
     """Decode ceiling if every weight byte streams from DRAM once per step."""
-    return batch * K1_DRAM_BYTES_PER_S / weight_bytes_per_step
+    return batch * bandwidth / weight_bytes_per_step

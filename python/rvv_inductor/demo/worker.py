@@ -18,6 +18,7 @@ teacher-forced with eager's tokens, so every step compares logits for the same i
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -312,11 +313,18 @@ def run(spec: dict, mode_name: str) -> dict:
     import torch
 
     mode = MODES[mode_name]()
-    if spec.get("threads"):
+    counting = bool(spec.get("count"))
+    if counting:
+        # Counting runs count every thread (the plugin charges all of them): the K1's 8
+        # cores, so the estimate can use the busiest thread's measured work.
+        from ..policy import K1_CORES
+
+        torch.set_num_threads(spec.get("count_threads") or K1_CORES)
+    elif spec.get("threads"):
         torch.set_num_threads(spec["threads"])
     res: dict = {"mode": mode.name, "torch": torch.__version__, "threads": torch.get_num_threads(),
                  "packed_bytes": 0, "routing": {"rvv": [], "fallback": []}}
-    counting = bool(spec.get("count"))
+    res["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
     stage = f"count:{mode.name}{spec.get('count_tag', '')}" if counting else f"measure:{mode.name}"
     prog = Progress(f"{mode.name}: building the model", stream=sys.stdout, eta=worker_eta(spec["out"], stage))
     t0 = time.perf_counter()
@@ -498,6 +506,10 @@ def main(argv: list[str]) -> int:
     """python3 -m rvv_inductor demo --worker MODE SPEC.json"""
     mode, spec_path = argv
     spec = json.loads(Path(spec_path).read_text())
+    if spec.get("count") and "torch" not in sys.modules:
+        # Before libgomp loads (with torch): idle OpenMP workers sleep in futex instead of
+        # spinning inside a counted region, where the plugin would charge the spinning.
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     try:
         if mode == EMPTY:
             res = run_empty(spec)

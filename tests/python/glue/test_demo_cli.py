@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,14 +87,92 @@ def test_estimate_arithmetic():
     lin = {"insns": 1.6e9, "vector_insns": 1.0e9, "vsetvl": 0, "vbeats": 2.0e9,
            "dram_read_bytes": policy.K1_DRAM_BYTES_PER_S, "dram_write_bytes": 0}
     rest = {"insns": 1.6e9, "vector_insns": 0, "vsetvl": 0, "vbeats": 0, "dram_read_bytes": 0, "dram_write_bytes": 0}
-    e = estimate.step_estimate(lin, rest, tokens=2)
+    e = estimate.step_estimate(lin, rest, tokens=2, bandwidth=policy.K1_DRAM_BYTES_PER_S)
     # Linear: (0.6e9 scalar + 2e9 beats) / (1.6e9 * 8) = 0.203 s compute < 1 s memory.
     # Rest: 1.6e9 / 1.6e9 = 1 s on one core. Two tokens in 2 s.
     assert e["linear_bound"] == "memory"
     assert e["linear_s"] == pytest.approx(1.0)
     assert e["rest_s"] == pytest.approx(1.0)
     assert e["tok_s"] == pytest.approx(1.0)
+    assert e["linear_split"].startswith("assumed even over 8")
     assert estimate.bandwidth_bound_tok_s(3.1e9, 1) == pytest.approx(policy.K1_DRAM_BYTES_PER_S / 3.1e9)
+    # At the calibrated bandwidth the same DRAM bytes take 10.66 / 3.325 s.
+    a = estimate.step_estimate(lin, rest, tokens=2)
+    assert a["bandwidth"] == policy.K1_DRAM_ACHIEVED_BYTES_PER_S
+    assert a["linear_s"] == pytest.approx(policy.K1_DRAM_BYTES_PER_S / policy.K1_DRAM_ACHIEVED_BYTES_PER_S)
+    both = estimate.estimates(lin, rest, tokens=2)
+    assert both["ceiling"]["tok_s"] == pytest.approx(1.0) and both["achieved"]["tok_s"] == pytest.approx(a["tok_s"])
+    assert estimate.HEADLINE == "achieved"
+
+
+def _thread(insns, vec, beats, dram):
+    return {"insns": insns, "vector_insns": vec, "vsetvl": 0, "vbeats": beats, "bytes_read": 0,
+            "bytes_written": 0, "dram_read_bytes": dram, "dram_write_bytes": 0}
+
+
+def _raw_region(threads: list[dict]) -> dict:
+    """A plugin region as the thread-counting plugin writes it: totals + threads.<vcpu>."""
+    tot = {k: sum(t[k] for t in threads) for k in threads[0]}
+    return dict(tot, calls=1, threads_active=len(threads), threads={str(i): t for i, t in enumerate(threads)},
+                max_thread={"insns": max(t["insns"] for t in threads)})
+
+
+def test_estimate_uses_the_busiest_thread():
+    """A Linear region counted on 4 threads with an uneven split: its compute time is the
+    busiest thread's cycles (by hand: scalar-like insns x CPI + beats), not total / 8."""
+    ts = [_thread(1.0e6, 0.5e6, 4.0e6, 1e6), _thread(2.0e6, 1.0e6, 8.0e6, 1e6), _thread(0.5e6, 0, 0, 0),
+          _thread(1.0e6, 0.5e6, 4.0e6, 1e6)]
+    d = report.derive(_raw_region(ts))
+    busiest = 1.0e6 * policy.CPI_SCALAR + 8.0e6
+    assert d["max_thread_cycles"] == pytest.approx(busiest) and d["threads_active"] == 4
+    rest = dict(_thread(1.6e6, 0, 0, 0), max_thread_cycles=1.6e6 * policy.CPI_SCALAR, threads_active=1)
+    for bw in (policy.K1_DRAM_BYTES_PER_S, policy.K1_DRAM_ACHIEVED_BYTES_PER_S):
+        e = estimate.step_estimate(d, rest, tokens=1, bandwidth=bw)
+        lin_s = max(busiest / policy.K1_CLOCK_HZ, 3e6 / bw)
+        assert e["linear_s"] == pytest.approx(lin_s)
+        assert e["rest_s"] == pytest.approx(1.6e6 * policy.CPI_SCALAR / policy.K1_CLOCK_HZ)
+        assert e["linear_split"] == "measured, busiest of 4 threads"
+    # The same totals counted on one thread: the old assumption, total / 8.
+    one = report.derive({k: v for k, v in _raw_region(ts).items() if k not in ("threads", "threads_active")})
+    assert one["threads_active"] == 1
+    tot_cycles = (4.5e6 - 2.0e6) * policy.CPI_SCALAR + 16e6
+    e = estimate.step_estimate(one, rest, 1, bandwidth=1e30)
+    assert e["linear_s"] == pytest.approx(tot_cycles / 8 / policy.K1_CLOCK_HZ)
+
+
+def test_counted_extrapolates_busiest_thread_and_gives_both_columns(tmp_path):
+    """counts at 1 and 2 layers with 8 threads per Linear region -> 28 layers; the report's
+    two columns against a recomputation by hand from the raw counts."""
+    def linear(layers):  # per layer: 8 threads with 1e6 beats (one with 2e6), 1e7 DRAM bytes
+        ts = [_thread(1e5 * layers, 5e4 * layers, (2e6 if i == 3 else 1e6) * layers, 1e7 * layers / 8)
+              for i in range(8)]
+        return _raw_region(ts)
+
+    def rest(layers):
+        return _raw_region([_thread(1e6 + 2e5 * layers, 0, 0, 1e5)])
+
+    for n in (1, 2):  # regions 1..4: decode rest/linear, prefill rest/linear (batch index 0)
+        regs = {"1": rest(n), "2": linear(n), "3": rest(n), "4": linear(n)}
+        regs["1"]["calls"] = regs["2"]["calls"] = 2  # two decode steps
+        (tmp_path / f"counts-regional-L{n}.json").write_text(json.dumps({"regions": regs}))
+    cspec = {"runs": [{"tag": "-L1", "layers": 1}, {"tag": "-L2", "layers": 2}], "dims": {"num_hidden_layers": 28},
+             "prompts": [8], "steps": 2, "batches": [1]}
+    (c,) = report.counted(tmp_path, "regional", cspec)
+    # By hand: at 28 layers the busiest Linear thread has 28 * (5e4 x CPI + 2e6) cycles per
+    # region, DRAM 28 * 1e7 bytes; rest 1e6 + 5.6e6 insns, 1e5 bytes; decode = region / 2 steps.
+    lin_cyc = 28 * (5e4 * policy.CPI_SCALAR + 2e6) / 2
+    assert c["decode_linear"]["max_thread_cycles"] == pytest.approx(lin_cyc)
+    assert c["decode_linear"]["threads_active"] == 8
+    rest_cyc = (1e6 + 28 * 2e5) * policy.CPI_SCALAR / 2
+    for key, bw in (("est_decode_tok_s_ceiling", policy.K1_DRAM_BYTES_PER_S),
+                    ("est_decode_tok_s", policy.K1_DRAM_ACHIEVED_BYTES_PER_S)):
+        step = (max(lin_cyc / policy.K1_CLOCK_HZ, 28 * 1e7 / 2 / bw)
+                + max(rest_cyc / policy.K1_CLOCK_HZ, 1e5 / 2 / bw))
+        assert c[key] == pytest.approx(1 / step), key
+    # Prefill: the region is one prefill of 8 tokens.
+    pstep = (max(2 * lin_cyc / policy.K1_CLOCK_HZ, 28 * 1e7 / policy.K1_DRAM_ACHIEVED_BYTES_PER_S)
+             + max(2 * rest_cyc / policy.K1_CLOCK_HZ, 1e5 / policy.K1_DRAM_ACHIEVED_BYTES_PER_S))
+    assert c["est_prefill_tok_s"] == pytest.approx(8 / pstep)
 
 
 def test_count_extrapolation(tmp_path):
@@ -239,4 +318,50 @@ def test_llamacpp_counts(tmp_path):
     # One core: (2e6 - 1e6 scalar-like) / 3 * CPI + 2e6 / 3 beats, against DRAM 8e5 / 3 bytes.
     comp = ((2.0e6 * policy.CPI_SCALAR + 2.0e6) / 3) / policy.K1_CLOCK_HZ
     mem = 8e5 / 3 / policy.K1_DRAM_BYTES_PER_S
-    assert c["est_decode_tok_s"] == pytest.approx(1 / max(comp, mem))
+    assert c["est_decode_tok_s_ceiling"] == pytest.approx(1 / max(comp, mem))
+    mem = 8e5 / 3 / policy.K1_DRAM_ACHIEVED_BYTES_PER_S
+    assert c["est_decode_tok_s"] == pytest.approx(1 / max(comp, mem))  # the headline: calibrated
+
+
+def test_check_report_recomputation_agrees(tmp_path):
+    """tests/demo/check_report.py recomputes the two K1 columns from the raw counts with its
+    own arithmetic (tests/demo/recompute.py): it must agree with the report's, for
+    per-thread counts (extrapolated from 1 and 3 layers) and for one-thread counts."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "demo"))
+    import recompute
+
+    def linear(layers, nthreads):
+        return _raw_region([_thread(3e5 * layers, 1e5 * layers, (1.5e6 + 1e5 * i) * layers, 4e6 * layers)
+                            for i in range(nthreads)])
+
+    for nthreads in (1, 8):
+        d = tmp_path / f"t{nthreads}"
+        d.mkdir()
+        for n in (1, 3):
+            regs = {}
+            for bi in range(2):  # two batch sizes
+                regs[str(1 + 4 * bi)] = _raw_region([_thread(5e6 + 1e6 * n, 1e3, 4e3, 2e5)])
+                regs[str(2 + 4 * bi)] = linear(n, nthreads)
+                regs[str(3 + 4 * bi)] = _raw_region([_thread(7e6 + 3e6 * n, 2e3, 8e3, 3e5)] * 2)
+                regs[str(4 + 4 * bi)] = linear(3 * n, nthreads)
+            if nthreads == 1:
+                for r in regs.values():
+                    del r["threads"]
+            (d / f"counts-regional-L{n}.json").write_text(json.dumps({"regions": regs}))
+        cspec = {"runs": [{"tag": "-L1", "layers": 1}, {"tag": "-L3", "layers": 3}],
+                 "dims": {"num_hidden_layers": 28}, "prompts": [16], "steps": 3, "batches": [1, 4]}
+        rows = report.counted(d, "regional", cspec)
+        want = recompute.estimates(d, "regional", cspec, 28)
+        assert [c["batch"] for c in rows] == sorted(want) == [1, 4]
+        for c in rows:
+            for key, v in want[c["batch"]].items():
+                assert c[key] == pytest.approx(v, rel=1e-9), (nthreads, c["batch"], key)
+    # llama.cpp: one region, the decode steps of the driver.
+    reg = _raw_region([_thread(3.0e6, 1.0e6, 2.0e6, 8e5), _thread(1.0e6, 0.5e6, 1.0e6, 1e5)])
+    (tmp_path / "count-argv-llama.cpp-q8_0.json").write_text(json.dumps({"argv": ["x"], "prompt": 8, "steps": 3,
+                                                                          "region": worker.LLAMACPP_REGION}))
+    (tmp_path / "counts-llama.cpp-q8_0.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+    (c,) = report.counted_llamacpp(tmp_path, "llama.cpp-q8_0")
+    want = recompute.estimates(tmp_path, "llama.cpp-q8_0", {}, 28)[1]
+    assert c["est_decode_tok_s"] == pytest.approx(want["est_decode_tok_s"], rel=1e-9)
+    assert c["est_decode_tok_s_ceiling"] == pytest.approx(want["est_decode_tok_s_ceiling"], rel=1e-9)
