@@ -1,0 +1,143 @@
+// rvv-generate's argument parsing and the checks it makes before loading a package
+// (tools/rvv_generate/args.cpp): every bad input is a one-line error, never a crash.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "args.h"
+
+using namespace rvv_generate;
+
+namespace {
+
+std::string parse(std::vector<const char*> args, Options* o) {
+  args.insert(args.begin(), "rvv-generate");
+  return parse_args(static_cast<int>(args.size()), args.data(), o);
+}
+
+std::string temp_file(const std::string& name, const std::string& bytes) {
+  std::string path = ::testing::TempDir() + "/rvvgen_" + std::to_string(getpid()) + "_" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+rvv_cpu_features cpu(int v, int vlen, int zvfh = 0) {
+  rvv_cpu_features f{};
+  f.is_riscv64 = 1;
+  f.has_v = v;
+  f.vlenb = v ? vlen / 8 : 0;
+  f.has_zvfh = zvfh;
+  return f;
+}
+
+std::map<std::string, std::string> good_meta() {
+  return {{"rvv_format", "rvv-inductor-aoti/1"}, {"rvv_march", "rv64gcv"}, {"rvv_vlen", "256"},
+          {"rvv_max_cache_len", "32"}, {"rvv_vocab_size", "256"}, {"rvv_eos_token_ids", "2,7"}};
+}
+
+}  // namespace
+
+TEST(RvvGenerateArgs, ParsesEverything) {
+  Options o;
+  ASSERT_EQ(parse({"m.pt2", "--prompt-ids", "1,2,30", "--max-new-tokens=5", "--threads", "2",
+                   "--dump-logits", "l.bin", "--ignore-eos", "--region", "3"}, &o), "");
+  EXPECT_EQ(o.package, "m.pt2");
+  EXPECT_EQ(o.prompt_ids, (std::vector<int64_t>{1, 2, 30}));
+  EXPECT_EQ(o.max_new_tokens, 5);
+  EXPECT_EQ(o.threads, 2);
+  EXPECT_EQ(o.dump_logits, "l.bin");
+  EXPECT_TRUE(o.ignore_eos);
+  EXPECT_EQ(o.region, 3);
+  ASSERT_EQ(parse({"--help"}, &o), "");
+  EXPECT_TRUE(o.help);
+}
+
+TEST(RvvGenerateArgs, BadArgumentsAreOneLineErrors) {
+  const std::vector<std::pair<std::vector<const char*>, std::string>> cases = {
+      {{}, "no package given"},
+      {{"m.pt2"}, "--prompt-ids is required"},
+      {{"m.pt2", "--prompt-ids"}, "--prompt-ids needs a value"},
+      {{"m.pt2", "--prompt-ids", "1,x"}, "'x' is not a token id"},
+      {{"m.pt2", "--prompt-ids", "1,,2"}, "'' is not a token id"},
+      {{"m.pt2", "--prompt-ids", "-3"}, "'-3' is not a token id"},
+      {{"m.pt2", "--prompt-ids", ""}, "no token ids"},
+      {{"m.pt2", "--prompt-ids", "1", "--max-new-tokens", "0"}, "--max-new-tokens: '0'"},
+      {{"m.pt2", "--prompt-ids", "1", "--threads", "two"}, "--threads: 'two'"},
+      {{"m.pt2", "--prompt-ids", "1", "--bogus"}, "unknown option --bogus"},
+      {{"a.pt2", "b.pt2", "--prompt-ids", "1"}, "more than one package"},
+  };
+  for (const auto& [args, want] : cases) {
+    Options o;
+    const std::string err = parse(args, &o);
+    EXPECT_NE(err.find(want), std::string::npos) << "got '" << err << "', want '" << want << "'";
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  }
+}
+
+TEST(RvvGenerateArgs, FileErrors) {
+  EXPECT_NE(check_package_file("/nonexistent/m.pt2").find("No such file"), std::string::npos);
+  EXPECT_NE(check_package_file(::testing::TempDir()).find("is a directory"), std::string::npos);
+  const std::string text = temp_file("text.pt2", "hello, not a zip");
+  EXPECT_NE(check_package_file(text).find("not a .pt2 package"), std::string::npos);
+  const std::string empty = temp_file("empty.pt2", "");
+  EXPECT_NE(check_package_file(empty).find("not a .pt2 package"), std::string::npos);
+  const std::string zip = temp_file("zip.pt2", std::string("PK\x03\x04rest", 8));
+  EXPECT_EQ(check_package_file(zip), "");
+  std::remove(text.c_str());
+  std::remove(empty.c_str());
+  std::remove(zip.c_str());
+}
+
+TEST(RvvGenerateArgs, Metadata) {
+  PackageNeeds n;
+  ASSERT_EQ(read_needs(good_meta(), &n), "");
+  EXPECT_EQ(n.march, "rv64gcv");
+  EXPECT_EQ(n.vlen, 256);
+  EXPECT_EQ(n.max_cache_len, 32);
+  EXPECT_EQ(n.vocab_size, 256);
+  EXPECT_EQ(n.eos_ids, (std::vector<int64_t>{2, 7}));
+  auto m = good_meta();
+  m.erase("rvv_format");
+  EXPECT_NE(read_needs(m, &n).find("not a package made by"), std::string::npos);
+  m = good_meta();
+  m["rvv_format"] = "rvv-inductor-aoti/0";
+  EXPECT_NE(read_needs(m, &n).find("export it again"), std::string::npos);
+  m = good_meta();
+  m["rvv_max_cache_len"] = "lots";
+  EXPECT_NE(read_needs(m, &n).find("rvv_max_cache_len"), std::string::npos);
+}
+
+TEST(RvvGenerateArgs, IsaRefusals) {
+  PackageNeeds n;
+  ASSERT_EQ(read_needs(good_meta(), &n), "");
+  EXPECT_EQ(check_isa(n, cpu(1, 256)), "");
+  EXPECT_NE(check_isa(n, cpu(0, 0)).find("no V extension"), std::string::npos);
+  EXPECT_NE(check_isa(n, cpu(1, 128)).find("VLEN 128"), std::string::npos);
+  rvv_cpu_features x86{};
+  EXPECT_NE(check_isa(n, x86).find("not a riscv64 CPU"), std::string::npos);
+  n.march = "rv64gcv_zvfh";
+  EXPECT_NE(check_isa(n, cpu(1, 256, 0)).find("lacks zvfh"), std::string::npos);
+  EXPECT_EQ(check_isa(n, cpu(1, 256, 1)), "");
+}
+
+TEST(RvvGenerateArgs, Lengths) {
+  int n = 10;
+  std::string note;
+  EXPECT_NE(check_lengths(33, 32, &n, &note).find("longer than the package's KV cache (32"), std::string::npos);
+  EXPECT_NE(check_lengths(0, 32, &n, &note).find("empty prompt"), std::string::npos);
+  n = 10;
+  EXPECT_EQ(check_lengths(4, 32, &n, &note), "");
+  EXPECT_EQ(n, 10);
+  EXPECT_EQ(note, "");
+  n = 10;
+  EXPECT_EQ(check_lengths(30, 32, &n, &note), "");
+  EXPECT_EQ(n, 3);  // positions 30 and 31 for tokens 2 and 3
+  EXPECT_NE(note.find("generating 3 tokens"), std::string::npos);
+  n = 5;
+  EXPECT_EQ(check_lengths(32, 32, &n, &note), "");
+  EXPECT_EQ(n, 1);
+}

@@ -1,0 +1,56 @@
+// rvv-generate's command line and the checks made before a package is loaded: no libtorch
+// here, so tests/cpp/rvv_generate_args_test.cpp tests it in every build.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rvv_inductor/cpu_features.h"
+
+namespace rvv_generate {
+
+struct Options {
+  std::string package;
+  std::vector<int64_t> prompt_ids;
+  int max_new_tokens = 16;
+  int threads = 0;           // 0: libtorch's default
+  std::string dump_logits;   // empty: none
+  bool ignore_eos = false;
+  int region = 0;            // > 0: one rvvcount marker region per decode step (bench)
+  bool help = false;
+};
+
+// Parses argv (argv[0] is the program). Returns "" on success, else a one-line error.
+std::string parse_args(int argc, const char* const* argv, Options* out);
+
+// The usage text (several lines).
+std::string usage();
+
+// "" when `path` is a readable regular file that starts like a zip archive (a .pt2 is a
+// zip), else a one-line error naming the path.
+std::string check_package_file(const std::string& path);
+
+// What the package's metadata says the kernels need (the keys rvv_inductor export writes
+// into the AOTI model metadata: rvv_format, rvv_march, rvv_vlen, rvv_max_cache_len, ...).
+struct PackageNeeds {
+  std::string march;       // e.g. rv64gcv or rv64gcv_zvfh
+  int vlen = 0;            // bits
+  int max_cache_len = 0;
+  int vocab_size = 0;
+  std::vector<int64_t> eos_ids;
+};
+
+// Reads the metadata map; "" on success, else why the package is not one of ours.
+std::string read_needs(const std::map<std::string, std::string>& meta, PackageNeeds* out);
+
+// "" when `cpu` can run kernels built for `needs` (V present, same VLEN, every extension of
+// the march string present), else a one-line refusal.
+std::string check_isa(const PackageNeeds& needs, const rvv_cpu_features& cpu);
+
+// "" when the prompt fits the cache (prefill writes prompt_len positions), else the error.
+// *new_tokens is lowered to what the cache can hold (each token after the first needs one
+// more position); a note is written to *note when that happens.
+std::string check_lengths(size_t prompt_len, int max_cache_len, int* new_tokens, std::string* note);
+
+}  // namespace rvv_generate

@@ -1,0 +1,145 @@
+// rvv-generate: runs the decode step of an AOTInductor package made by
+// `python3 -m rvv_inductor export` from C++, with no Python in the process: the prompt
+// (prefill, one token per call), then a greedy decode loop. Prints the new token ids and
+// the time of each phase. Every check that can refuse (arguments, the file, the package's
+// metadata, the CPU's ISA, the prompt length) runs before the package's code is loaded, so
+// a CPU without V gets a one-line refusal (exit 2), never a SIGILL.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "rvv_inductor/cpu_features.h"
+#include "rvv_inductor/markers.h"
+
+namespace {
+
+constexpr const char* kModel = "decode";
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "rvv-generate: %s\n", msg.c_str());
+  return 2;
+}
+
+std::string first_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One call of the step: logits of the last position, float32 [vocab].
+at::Tensor step(torch::inductor::AOTIModelPackageLoader& loader, int64_t token, int64_t pos) {
+  std::vector<at::Tensor> in{at::full({1, 1}, token, at::kLong), at::full({1}, pos, at::kLong)};
+  std::vector<at::Tensor> out = loader.run(in);
+  return out.at(0).reshape({-1}).to(at::kFloat).contiguous();
+}
+
+#define DECODE_STEP_IN_REGION(ID) \
+  do { RVV_BENCH_BEGIN(ID); logits = step(loader, next, pos); RVV_BENCH_END(ID); } while (0)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using rvv_generate::Options;
+  Options o;
+  std::string err = rvv_generate::parse_args(argc, argv, &o);
+  if (!err.empty()) return fail(err + " (--help for usage)");
+  if (o.help) {
+    std::fputs(rvv_generate::usage().c_str(), stdout);
+    return 0;
+  }
+  if (!(err = rvv_generate::check_package_file(o.package)).empty()) return fail(err);
+
+  // The metadata is read from the archive without loading the model's shared library.
+  std::map<std::string, std::string> meta;
+  try {
+    auto m = torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(o.package, kModel);
+    meta.insert(m.begin(), m.end());
+  } catch (const std::exception& e) {
+    return fail(o.package + ": not an rvv_inductor package (no AOTI model '" + kModel + "'): " + first_line(e.what()));
+  }
+  rvv_generate::PackageNeeds needs;
+  if (!(err = rvv_generate::read_needs(meta, &needs)).empty()) return fail(o.package + ": " + err);
+  rvv_cpu_features cpu{};
+  char cpu_err[256] = {0};
+  if (rvv_effective_cpu(&cpu, cpu_err, sizeof cpu_err) != 0) return fail(std::string("RVV_INDUCTOR_CPU: ") + cpu_err);
+  if (!(err = rvv_generate::check_isa(needs, cpu)).empty()) return fail(o.package + ": " + err);
+  int new_tokens = o.max_new_tokens;
+  std::string note;
+  if (!(err = rvv_generate::check_lengths(o.prompt_ids.size(), needs.max_cache_len, &new_tokens, &note)).empty())
+    return fail(err);
+  if (!note.empty()) std::fprintf(stderr, "rvv-generate: note: %s\n", note.c_str());
+  for (int64_t id : o.prompt_ids)
+    if (id >= needs.vocab_size)
+      return fail("--prompt-ids: token " + std::to_string(id) + " is outside the vocabulary (" +
+                  std::to_string(needs.vocab_size) + ")");
+
+  FILE* dump = nullptr;
+  if (!o.dump_logits.empty() && !(dump = std::fopen(o.dump_logits.c_str(), "wb")))
+    return fail(o.dump_logits + ": cannot write");
+
+  try {
+    if (o.threads > 0) at::set_num_threads(o.threads);
+    auto t0 = std::chrono::steady_clock::now();
+    torch::inductor::AOTIModelPackageLoader loader(o.package, kModel);
+    const double load_s = seconds_since(t0);
+
+    at::Tensor logits;
+    t0 = std::chrono::steady_clock::now();
+    int64_t pos = 0;
+    for (int64_t id : o.prompt_ids) logits = step(loader, id, pos++);
+    const double prefill_s = seconds_since(t0);
+
+    std::vector<int64_t> generated;
+    double decode_s = 0;
+    int decode_steps = 0;
+    t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      if (dump && std::fwrite(logits.data_ptr<float>(), sizeof(float), logits.numel(), dump) != (size_t)logits.numel())
+        throw std::runtime_error(o.dump_logits + ": write failed");
+      const int64_t next = logits.argmax().item<int64_t>();
+      generated.push_back(next);
+      bool eos = false;
+      for (int64_t e : needs.eos_ids) eos = eos || (e == next);
+      if ((int)generated.size() >= new_tokens || (eos && !o.ignore_eos)) break;
+      if (o.region > 0) {
+        // The marker's immediate must be a constant: regions 1..8 are supported here.
+        switch (o.region) {
+          case 1: DECODE_STEP_IN_REGION(1); break;
+          case 2: DECODE_STEP_IN_REGION(2); break;
+          case 3: DECODE_STEP_IN_REGION(3); break;
+          case 4: DECODE_STEP_IN_REGION(4); break;
+          default: logits = step(loader, next, pos); break;
+        }
+      } else {
+        logits = step(loader, next, pos);
+      }
+      ++pos;
+      ++decode_steps;
+    }
+    decode_s = seconds_since(t0);
+    if (dump && std::fclose(dump) != 0) throw std::runtime_error(o.dump_logits + ": write failed");
+    dump = nullptr;
+
+    std::string ids;
+    for (size_t i = 0; i < generated.size(); ++i) ids += (i ? "," : "") + std::to_string(generated[i]);
+    std::printf("tokens: %s\n", ids.c_str());
+    std::printf("load_s: %.3f\nprefill_s: %.3f (%zu tokens)\ndecode_s: %.3f (%d steps, %.3f s/token)\nthreads: %d\n",
+                load_s, prefill_s, o.prompt_ids.size(), decode_s, decode_steps,
+                decode_steps ? decode_s / decode_steps : 0.0, at::get_num_threads());
+  } catch (const std::exception& e) {
+    if (dump) std::fclose(dump);
+    std::fprintf(stderr, "rvv-generate: %s\n", first_line(e.what()).c_str());
+    return 1;
+  }
+  return 0;
+}
