@@ -168,23 +168,38 @@ def _random_model(transformers, cfg, seed: int):
 
 
 def build_lazy(spec: dict):
-    """The --config model on the meta device, and a ``load(name, meta)`` callable that makes
-    each weight on demand with exactly the values ``build`` gives it: for
-    compile_linears(load=...), which packs (quantizes) one Linear at a time, so the whole
-    BF16 model never exists. None for a checkpoint (``build`` then loads it whole)."""
+    """The model on the meta device, and where compile_linears(load=...) takes its weights
+    from: it packs (quantizes) one Linear at a time, so the whole BF16 model never exists.
+    For a checkpoint, ``load`` is its directory (compile_linears reads the safetensors one
+    tensor at a time); for a --config model, a ``load(name, meta)`` callable that makes each
+    weight on demand with exactly the values ``build`` gives it."""
     import torch
     import transformers
 
-    if spec.get("model_dir"):
-        return None
     torch.manual_seed(spec["seed"])
-    cfg = transformers.Qwen2Config(**spec["config"])
-    with torch.device("meta"):
-        model = transformers.Qwen2ForCausalLM(cfg)
+    if spec.get("model_dir"):
+        try:
+            cfg = transformers.AutoConfig.from_pretrained(spec["model_dir"], local_files_only=True)
+            with torch.device("meta"):
+                model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+        except Exception as e:  # as in build: transformers raises many types for bad configs
+            raise DemoInputError(f"--model {spec['model_dir']}: building the model failed: "
+                                 f"{type(e).__name__}: {e}") from None
+    else:
+        cfg = transformers.Qwen2Config(**spec["config"])
+        with torch.device("meta"):
+            model = transformers.Qwen2ForCausalLM(cfg)
     model = model.to(torch.bfloat16).eval()
     model.requires_grad_(False)
     if cfg.tie_word_embeddings:
         model.tie_weights()
+    # Rotary inv_freq is a non-persistent buffer (no checkpoint holds it): build it on the CPU.
+    for parent in list(model.modules()):
+        for cname, child in list(parent.named_children()):
+            if type(child).__name__.endswith("RotaryEmbedding"):
+                setattr(parent, cname, type(child)(config=cfg))
+    if spec.get("model_dir"):
+        return model, spec["model_dir"]
     g = torch.Generator().manual_seed(spec["seed"])
     pool = (torch.randn(_POOL, generator=g) * 0.02).to(torch.bfloat16)
     offsets: dict[str, int | None] = {}
@@ -193,10 +208,6 @@ def build_lazy(spec: dict):
                          else int(torch.randint(0, _POOL, (1,), generator=g)))
     if cfg.tie_word_embeddings:
         offsets["lm_head.weight"] = offsets["model.embed_tokens.weight"]
-    for parent in list(model.modules()):
-        for cname, child in list(parent.named_children()):
-            if type(child).__name__.endswith("RotaryEmbedding"):
-                setattr(parent, cname, type(child)(config=cfg))
 
     def load(name: str, meta):
         if name not in offsets:
