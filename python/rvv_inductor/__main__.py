@@ -28,17 +28,26 @@ def _info(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: python3 -m rvv_inductor {info,verify,demo,serve} [args]"
+    usage = "usage: python3 -m rvv_inductor {info,verify,demo,serve,export} [args]"
     if not argv or argv[0] in ("-h", "--help"):
         print(usage)
         print("  info    what the CPU detector reports (and RVV_INDUCTOR_CPU's effect)")
         print("  verify  inspect an Inductor cache directory: routing, kernels, vector instructions")
         print("  demo    eager vs regional RVV vs whole-model compile on a Qwen2 decoder (demo --help)")
         print("  serve   transformers' OpenAI-compatible server, Linear layers on RVV (serve --help)")
+        print("  export  an AOTInductor package (.pt2) of a decoder's decode step for rvv-generate (export --help)")
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "info":
         return _info(rest)
+    if cmd == "verify" and rest and rest[0].endswith(".pt2"):
+        from .export import verify_main as verify_package
+
+        return verify_package(rest)
+    if cmd == "export":
+        from .export import main as export_main
+
+        return export_main(rest)
     if cmd == "verify":
         from .verify import main as verify_main
 

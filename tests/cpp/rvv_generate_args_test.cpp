@@ -68,6 +68,7 @@ TEST(RvvGenerateArgs, BadArgumentsAreOneLineErrors) {
       {{"m.pt2", "--prompt-ids", "1", "--max-new-tokens", "0"}, "--max-new-tokens: '0'"},
       {{"m.pt2", "--prompt-ids", "1", "--threads", "two"}, "--threads: 'two'"},
       {{"m.pt2", "--prompt-ids", "1", "--bogus"}, "unknown option --bogus"},
+      {{"m.pt2", "--prompt-ids", "1", "--region", "5"}, "--region: '5'"},
       {{"a.pt2", "b.pt2", "--prompt-ids", "1"}, "more than one package"},
   };
   for (const auto& [args, want] : cases) {

@@ -38,7 +38,7 @@ std::string usage() {
          "  prompt through it (prefill), then a greedy decode loop; prints the new token ids\n"
          "  and the time of each phase. --dump-logits writes the float32 logits that chose\n"
          "  each new token (one row of vocab_size values per token, little-endian).\n"
-         "  --region ID opens an rvvcount marker region ID around every decode step.\n"
+         "  --region ID (1..4) opens an rvvcount marker region ID around every decode step.\n"
          "  Exit status: 0 ok, 2 bad arguments, file, package or CPU, 1 a runtime failure.\n";
 }
 
@@ -84,7 +84,7 @@ std::string parse_args(int argc, const char* const* argv, Options* out) {
       o.threads = static_cast<int>(n);
     } else if (a == "--region") {
       if (!(err = value(&v)).empty()) return err;
-      if (!parse_int(v, 0, 2047, &n)) return "--region: '" + v + "' is not an integer in 0..2047";
+      if (!parse_int(v, 0, 4, &n)) return "--region: '" + v + "' is not an integer in 0..4";
       o.region = static_cast<int>(n);
     } else if (a == "--dump-logits") {
       if (!(err = value(&v)).empty()) return err;

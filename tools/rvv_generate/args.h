@@ -17,7 +17,7 @@ struct Options {
   int threads = 0;           // 0: libtorch's default
   std::string dump_logits;   // empty: none
   bool ignore_eos = false;
-  int region = 0;            // > 0: one rvvcount marker region per decode step (bench)
+  int region = 0;            // 1..4: one rvvcount marker region per decode step (bench)
   bool help = false;
 };
 

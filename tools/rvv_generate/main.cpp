@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
       for (int64_t e : needs.eos_ids) eos = eos || (e == next);
       if ((int)generated.size() >= new_tokens || (eos && !o.ignore_eos)) break;
       if (o.region > 0) {
-        // The marker's immediate must be a constant: regions 1..8 are supported here.
+        // The marker's immediate must be a constant: regions 1..4 (parse_args checks).
         switch (o.region) {
           case 1: DECODE_STEP_IN_REGION(1); break;
           case 2: DECODE_STEP_IN_REGION(2); break;

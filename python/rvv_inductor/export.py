@@ -1,0 +1,357 @@
+"""``python3 -m rvv_inductor export``: an AOTInductor package (``.pt2``) of a decoder's
+decode step, with every gated projection on the RVV micro-GEMMs, for ``rvv-generate``
+(tools/rvv_generate), which runs it from C++ with no Python in the process.
+
+What goes into the package:
+
+* one AOTI model named ``"decode"``: ``logits = step(input_ids [1, T], cache_position [T])``
+  over a static KV cache of ``max_cache_len`` positions (batch 1). The cache lives inside
+  the model as mutated buffers, so it persists from call to call in the loaded model.
+  ``T`` is fixed at export (``chunk``; the CLI exports T = 1). Prefill runs the same model
+  over the prompt, one token per call (see ``rvv-generate``).
+* ``extra/rvv_inductor.json``: what the runner checks before it loads anything (format
+  version, the ISA the kernels were built for: ``march``, VLEN, and the model's limits).
+
+How it compiles: ``torch.export`` (non-strict) of :class:`DecodeStep`, then
+``torch._inductor.aot_compile`` under ``rvv_inductor.enable(weights=..., gate=...)`` with
+``freezing=True``, so the frozen weights are prepacked (or quantized, INT8/INT4) and each
+projection the gate admits becomes one of our RVV kernels. The files are packaged with
+``torch.export.pt2_archive._package.package_pt2``.
+
+Why one model and not a prefill model beside it: each AOTI model in a package owns its
+constants, so a second model would hold its own copy of the weights *and of the KV cache*
+(mutated buffers are per model); a prefill graph could not hand its cache to the decode
+graph without copying it through the runner every step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+FORMAT = "rvv-inductor-aoti/1"
+MODEL_NAME = "decode"
+META_FILE = "rvv_inductor.json"  # stored as extra/rvv_inductor.json in the archive
+ROUTING_FILE = "routing.jsonl"    # extra/routing.jsonl: the compile's routing decisions
+# ATen GEMMs in AOTInductor's C++ wrapper (the Python wrapper's extern_kernels.mm(...)).
+AOTI_EXTERN_CALL = r"\baoti_torch_cpu_(mm|addmm|bmm|baddbmm)_out\(|\bat::(mm|addmm|bmm|baddbmm)_out\("
+
+# The export gate: every projection of Qwen2.5-0.5B/1.5B (GQA k/v included) is >= 128 wide;
+# unlike a whole-graph torch.compile, a package compiles each shape once, offline.
+DEFAULT_GATE = "min_mnk=0,min_n=128,min_k=128"
+
+
+class ExportError(Exception):
+    """A bad source or option (the CLI prints it on one line and exits 2)."""
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def load_model(src: str):
+    """A BF16 causal LM from a save_pretrained directory or a GGUF file (Q8_0/Q4_0 GGUF
+    weights are dequantized back to BF16 Linears: the export quantizes again with
+    ``--weights``)."""
+    torch = _torch()
+    if not os.path.exists(src):
+        raise ExportError(f"{src}: no such file or directory")
+    if os.path.isdir(src):
+        import transformers
+
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16)
+        except Exception as e:  # noqa: BLE001
+            raise ExportError(f"{src}: cannot load a causal LM: {type(e).__name__}: {e}") from None
+        return model.eval()
+    if src.endswith(".gguf"):
+        from .gguf_load import load_gguf
+        from .regional import RVVQuantLinear
+
+        model = load_gguf(src)
+        for name, mod in list(model.named_modules()):
+            for cname, child in list(mod.named_children()):
+                if isinstance(child, RVVQuantLinear):
+                    lin = torch.nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                                          dtype=torch.bfloat16)
+                    with torch.no_grad():
+                        lin.weight.copy_(child.dequantized().to(torch.bfloat16))
+                        if child.bias is not None:
+                            lin.bias.copy_(child.bias)
+                    setattr(mod, cname, lin)
+        return model.to(torch.bfloat16).eval()
+    raise ExportError(f"{src}: neither a model directory (save_pretrained) nor a .gguf file")
+
+
+def decode_step(model, max_cache_len: int):
+    """The exportable step: ``forward(input_ids [1, T], cache_position [T]) -> logits [1, T, V]``
+    (float32), with a static KV cache held as module buffers.
+
+    transformers' ``TorchExportableModuleWithStaticCache`` registers the cache tensors as
+    buffers too, but its layers keep pointing at the original tensors, which non-strict
+    ``torch.export`` then lifts as constants and Inductor refuses to mutate ("mutating a
+    non-functional tensor with a functional tensor"). Here the layers are re-pointed at the
+    module's buffers on every call, so the export sees buffer mutations."""
+    torch = _torch()
+    from transformers.cache_utils import StaticCache
+
+    class DecodeStep(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            config = model.config.get_text_config()
+            self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
+            from transformers.integrations.executorch import get_head_shapes
+
+            heads, head_dim = get_head_shapes(config)
+            self.cache.early_initialization(1, heads, head_dim, model.dtype, torch.device("cpu"))
+            self.n_layers = len(self.cache.layers)
+            for i, layer in enumerate(self.cache.layers):
+                self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
+                self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
+                self.register_buffer(f"cumulative_length_{i}", layer.cumulative_length, persistent=False)
+
+        def forward(self, input_ids, cache_position):
+            for i, layer in enumerate(self.cache.layers):
+                layer.keys = getattr(self, f"key_cache_{i}")
+                layer.values = getattr(self, f"value_cache_{i}")
+                layer.cumulative_length = getattr(self, f"cumulative_length_{i}")
+                layer.cumulative_length.copy_(cache_position[0:1])
+            out = self.model(input_ids=input_ids, attention_mask=None, past_key_values=self.cache,
+                             cache_position=cache_position, use_cache=True)
+            return out.logits.float()
+
+    return DecodeStep().eval()
+
+
+def target_isa() -> dict:
+    """The ISA the generated kernels are compiled for (what the runner must find)."""
+    from . import cpu
+
+    info = cpu.effective()
+    return {"march": info.march, "has_v": bool(info.has_v), "vlen": int(info.vlen),
+            "zvfh": bool(info.has_zvfh), "zvfbfmin": bool(info.has_zvfbfmin), "zvfbfwma": bool(info.has_zvfbfwma)}
+
+
+def export(model, out: str, *, weights: str = "bf16", group_size: int | None = None, max_cache_len: int = 256,
+           chunk: int = 1, gate=None, keep_bf16=None, threads: int | None = None) -> dict:
+    """Export ``model``'s decode step to the package ``out`` and return its metadata."""
+    torch = _torch()
+    import rvv_inductor
+    from torch.export.pt2_archive._package import package_pt2
+
+    if not str(out).endswith(".pt2"):
+        raise ExportError(f"{out}: the package name must end in .pt2")
+    config = model.config.get_text_config()
+    if max_cache_len < 2 or chunk < 1 or chunk > max_cache_len:
+        raise ExportError(f"bad sizes: max_cache_len={max_cache_len}, chunk={chunk}")
+    isa = target_isa()
+    if not isa["has_v"]:
+        raise ExportError("this CPU has no V extension: a package would hold no RVV kernels")
+    if gate is None:
+        gate = _parse_gate(DEFAULT_GATE)
+    step = decode_step(model, max_cache_len)
+    ids = torch.zeros(1, chunk, dtype=torch.long)
+    pos = torch.arange(chunk, dtype=torch.long)
+    t0 = time.time()
+    with torch.no_grad():
+        ep = torch.export.export(step, (ids, pos), strict=False)
+    t_export = time.time() - t0
+
+    eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    meta = {"format": FORMAT, "model": MODEL_NAME, "model_type": config.model_type,
+            "vocab_size": int(config.vocab_size), "num_layers": int(config.num_hidden_layers),
+            "max_cache_len": int(max_cache_len), "chunk": int(chunk), "weights": weights,
+            "group_size": group_size, "eos_token_ids": eos, **{f"isa_{k}": v for k, v in isa.items()},
+            "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
+            "threads_at_compile": None}
+
+    rvv_inductor.enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16)
+    opts = {"aot_inductor.package": True, "freezing": True,
+            # What rvv-generate checks before it loads the model's code (read from the archive).
+            "aot_inductor.metadata": {"rvv_format": FORMAT, "rvv_march": isa["march"], "rvv_vlen": str(isa["vlen"]),
+                                      "rvv_max_cache_len": str(max_cache_len), "rvv_vocab_size": str(config.vocab_size),
+                                      "rvv_chunk": str(chunk), "rvv_eos_token_ids": ",".join(map(str, eos)),
+                                      "rvv_weights": weights}}
+    if threads:
+        opts["cpp.threads"] = int(threads)
+    meta["threads_at_compile"] = int(threads) if threads else torch.get_num_threads()
+    log = _routing_log()
+    start = log.stat().st_size if log.is_file() else 0
+    t0 = time.time()
+    with torch.no_grad():
+        gm = ep.module(check_guards=False)
+        files = torch._inductor.aot_compile(gm, *ep.example_inputs, options=opts)
+    meta["compile_s"] = round(time.time() - t0, 1)
+    meta["export_s"] = round(t_export, 1)
+    # This compile's routing decisions travel with the package, so `verify PKG.pt2` can
+    # judge them (the log of the Inductor cache also holds other compiles').
+    routing = ""
+    if log.is_file():
+        with open(log, "rb") as f:
+            f.seek(start)
+            routing = f.read().decode(errors="replace")
+    meta["routing_entries"] = sum(1 for line in routing.splitlines() if line.strip())
+    package_pt2(out, aoti_files={MODEL_NAME: files},
+                extra_files={META_FILE: json.dumps(meta, indent=1), ROUTING_FILE: routing})
+    return meta
+
+
+def _routing_log():
+    from pathlib import Path
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from . import reasons
+
+    return Path(cache_dir()) / "rvv_inductor" / reasons.LOG_NAME
+
+
+def _parse_gate(text: str):
+    from .policy import Gate
+
+    old = os.environ.get("_RVV_EXPORT_GATE")
+    os.environ["_RVV_EXPORT_GATE"] = text
+    try:
+        return Gate.from_env("_RVV_EXPORT_GATE", Gate(min_mnk=0, min_n=128, min_k=128))
+    finally:
+        if old is None:
+            del os.environ["_RVV_EXPORT_GATE"]
+        else:
+            os.environ["_RVV_EXPORT_GATE"] = old
+
+
+def read_meta(package: str) -> dict:
+    """The package's extra/rvv_inductor.json."""
+    import zipfile
+
+    with zipfile.ZipFile(package) as z:
+        for name in z.namelist():
+            if name.endswith("extra/" + META_FILE):
+                return json.loads(z.read(name))
+    raise ExportError(f"{package}: no extra/{META_FILE}: not a package made by rvv_inductor export")
+
+
+def extract(package: str, dest: str) -> str:
+    """Unpack the package into ``dest`` laid out like an Inductor cache directory for
+    ``verify``: the generated .cpp and .so as they are, and the compile's routing log at
+    ``dest/rvv_inductor/routing.jsonl``. Returns ``dest``."""
+    import zipfile
+
+    from . import reasons
+
+    with zipfile.ZipFile(package) as z:
+        names = z.namelist()
+        z.extractall(dest)
+    routing = [n for n in names if n.endswith("extra/" + ROUTING_FILE)]
+    os.makedirs(os.path.join(dest, "rvv_inductor"), exist_ok=True)
+    with open(os.path.join(dest, "rvv_inductor", reasons.LOG_NAME), "wb") as f:
+        if routing:
+            with open(os.path.join(dest, routing[0]), "rb") as g:
+                f.write(g.read())
+    return dest
+
+
+def scan_package(package: str, dest: str) -> dict:
+    """``verify.scan`` of the extracted package, with the ATen GEMM calls of AOTI's C++
+    wrapper (``aoti_torch_cpu_mm_out`` ...) counted in ``extern_calls``."""
+    import collections
+    import re
+    from pathlib import Path
+
+    from . import verify
+
+    from .inductor import kernel_marker
+
+    extract(package, dest)
+    report = verify.scan(Path(dest))
+    # AOTInductor compiles its kernels (X.kernel.cpp) and wrapper (Y.wrapper.cpp) into one
+    # Y.wrapper.so; verify pairs a .so with the .cpp of the same stem. Attribute the
+    # kernels' RVV micro-GEMM variants to that .so (one entry per variant) and mark the
+    # kernel sources built.
+    sos = []
+    for so in report["shared_objects"]:
+        kernels = sorted((Path(dest) / so["path"]).parent.glob("*.kernel.cpp"))
+        if so["rvv_micro_gemm"] or not kernels:
+            sos.append(so)
+            continue
+        src = "\n".join(k.read_text(errors="replace") for k in kernels)
+        variants = sorted({m.group(1) for m in kernel_marker._PATTERN.finditer(src)}) or [None]
+        for v in variants:
+            sos.append({**so, "source": str(kernels[0].relative_to(dest)), "kernel_names": verify.KERNEL_NAME.findall(src),
+                        "rvv_micro_gemm": v, "quantized": kernel_marker.parse_quant(v)})
+    report["shared_objects"] = sos
+    for k in report["kernels"]:
+        k["built"] = k["built"] or any((Path(dest) / k["source"]).parent.glob("*.so"))
+    calls = collections.Counter(report["extern_calls"])
+    for cpp in Path(dest).rglob("*.cpp"):
+        for m in re.finditer(AOTI_EXTERN_CALL, cpp.read_text(errors="replace")):
+            calls[m.group(1) or m.group(2)] += 1
+    report["extern_calls"] = dict(calls)
+    report["package"] = package
+    return report
+
+
+def verify_main(argv: list[str]) -> int:
+    """``python3 -m rvv_inductor verify PKG.pt2 [--json] [--expect-rvv MxNxK]``: verify's
+    report and verdict on a package's generated code and routing decisions."""
+    import tempfile
+    from pathlib import Path
+
+    from . import verify
+
+    ap = argparse.ArgumentParser(prog="python3 -m rvv_inductor verify PKG.pt2")
+    ap.add_argument("package")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--expect-rvv", type=verify._shape, action="append", default=[], metavar="MxNxK")
+    a = ap.parse_args(argv)
+    try:
+        read_meta(a.package)
+    except (OSError, ExportError) as e:
+        print(f"verify: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  (zipfile.BadZipFile, a bad JSON)
+        print(f"verify: {a.package}: not a .pt2 package: {e}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="rvv-verify-") as tmp:
+        report = scan_package(a.package, tmp)
+        problems = verify.evaluate(report, a.expect_rvv)
+        for op in ("mm", "addmm"):
+            if report["extern_calls"].get(op):
+                problems.append(f"the package calls ATen {op} {report['extern_calls'][op]} time(s)")
+        if a.json:
+            print(json.dumps({**report, "problems": problems, "ok": not problems}, indent=2))
+        else:
+            print(verify._table(report, problems))
+    return 1 if problems else 0
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m rvv_inductor export",
+                                description="Export a decoder's decode step (static KV cache, batch 1) to an "
+                                            "AOTInductor package with RVV kernels, for rvv-generate.")
+    p.add_argument("source", help="a save_pretrained model directory or a .gguf file")
+    p.add_argument("--weights", choices=("bf16", "int8", "int4"), default="bf16")
+    p.add_argument("--group-size", type=int, default=None, help="K rows per scale (INT8: 0 = per channel; INT4: 32/64/128)")
+    p.add_argument("-o", "--output", required=True, help="the package to write (*.pt2)")
+    p.add_argument("--max-cache-len", type=int, default=256, help="KV cache positions (prompt + new tokens)")
+    p.add_argument("--gate", default=DEFAULT_GATE, help=f"which GEMMs go to RVV (default {DEFAULT_GATE})")
+    p.add_argument("--threads", type=int, default=None, help="OpenMP threads the kernels are compiled for")
+    p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4")
+    a = p.parse_args(argv)
+    try:
+        gate = _parse_gate(a.gate)
+        model = load_model(a.source)
+        keep = [model.lm_head] if a.keep_lm_head_bf16 and hasattr(model, "lm_head") else None
+        meta = export(model, a.output, weights=a.weights, group_size=a.group_size, max_cache_len=a.max_cache_len,
+                      gate=gate, keep_bf16=keep, threads=a.threads)
+    except (ExportError, ValueError) as e:
+        print(f"export: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"package": a.output, **meta}, indent=1))
+    return 0

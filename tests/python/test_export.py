@@ -1,0 +1,228 @@
+"""``python3 -m rvv_inductor export`` and ``rvv-generate``: an AOTInductor package of a
+decoder's decode step with RVV kernels, run from C++ (issue 16).
+
+Small Qwen2 (BF16 weights) and Llama (INT4 g64 weights) decoders with random weights and a
+fixed seed are saved with ``save_pretrained``, exported through the CLI (in-process), and
+run by the C++ runner (``RVV_GENERATE``, default ``build/rv64/tools/rvv_generate/rvv-generate``;
+the tests that need it skip when it is not built). Checks:
+
+1. rvv-generate's tokens are the argmax of the logits it dumps, and equal eager
+   transformers' greedy tokens wherever eager's top-2 margin exceeds the tolerance
+   (decisive positions); the logits are within 4 BF16 ulps of eager's largest logit
+   (test_transformers.py's tolerance) for BF16 weights, and, for INT4, against the same
+   model with its weights replaced by their dequantized INT4 values;
+2. ``verify PKG.pt2`` on the package's generated code: RVV kernels with vector FMAs, no
+   ATen mm/addmm, no routing defect;
+3. bad input: a missing file, a file that is not a package, a prompt longer than the KV
+   cache, a token outside the vocabulary (exit 2, one line); a CPU without V (QEMU's V
+   switched off for the runner only) is refused before the package's code is loaded.
+
+The gate is lowered to N, K >= 64 so that every projection of these small models (GQA
+k/v: N = 64) takes an RVV kernel.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from rvv_inductor import cpu, export
+
+pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
+                                reason="needs riscv64 with V (emulated or native)")
+
+transformers = pytest.importorskip("transformers")
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = Path(os.environ.get("RVV_GENERATE", REPO / "build/rv64/tools/rvv_generate/rvv-generate"))
+needs_runner = pytest.mark.skipif(not RUNNER.is_file(), reason=f"rvv-generate not built ({RUNNER}): build it "
+                                  "with -DRVV_TORCH_SYSROOT (tools/rvv_generate/CMakeLists.txt)")
+CACHE = 32
+PROMPT = [3, 17, 42, 5, 99]
+NEW = 8
+GATE = "min_mnk=0,min_n=64,min_k=64"
+ULPS = 4
+
+
+def bf16_ulp(x: float) -> float:
+    return 2.0 ** (math.floor(math.log2(x)) - 7)
+
+
+def make_model(arch: str):
+    torch.manual_seed(0)
+    common = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=256, max_position_embeddings=64,
+                  tie_word_embeddings=False, initializer_range=0.08)
+    if arch == "qwen2":
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
+        for layer in model.model.layers:  # transformers initializes the biases to zero
+            for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                torch.nn.init.normal_(p.bias, std=0.05)
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    return model.to(torch.bfloat16).eval()
+
+
+CASES = {"qwen2": ("bf16", None), "llama": ("int4", 64)}
+
+
+@pytest.fixture(scope="module")
+def packages(tmp_path_factory):
+    """arch -> (model, package path, export's metadata): one export per architecture."""
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+        torch._dynamo.reset()
+        for arch, (weights, group) in CASES.items():
+            d = tmp_path_factory.mktemp(arch)
+            model = make_model(arch)
+            model.save_pretrained(d / "model")
+            pkg = d / "model.pt2"
+            args = [str(d / "model"), "--weights", weights, "-o", str(pkg), "--max-cache-len", str(CACHE),
+                    "--gate", GATE]
+            if group:
+                args += ["--group-size", str(group)]
+            assert export.main(args) == 0
+            out[arch] = (model, pkg, export.read_meta(str(pkg)))
+        import rvv_inductor
+
+        rvv_inductor.disable()
+        torch._dynamo.reset()
+    return out
+
+
+def run(*args, env=None, check=True):
+    r = subprocess.run([str(RUNNER), *map(str, args)], capture_output=True, text=True, env=env, timeout=900)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def reference_model(model, weights: str, group: int | None):
+    """The eager model whose logits the package must match: the model itself for BF16;
+    for INT8/INT4, the model with every quantized Linear's weight replaced by its
+    dequantized value (the same packing the compile used)."""
+    if weights == "bf16":
+        return model
+    import copy
+
+    from rvv_inductor import quantized, regional
+
+    ref = copy.deepcopy(model)
+    nb = cpu.effective().block_n
+    gate = export._parse_gate(GATE)
+    with torch.no_grad():
+        for name, mod in ref.named_modules():
+            if isinstance(mod, torch.nn.Linear) and gate.check(1, mod.out_features, mod.in_features) is None:
+                q = regional.RVVQuantLinear.from_linear(mod, nb, weights, group)
+                mod.weight.copy_(quantized.dequantize(q.packed_weight, q._layout).to(torch.bfloat16))
+    return ref
+
+
+@needs_runner
+@pytest.mark.parametrize("arch", list(CASES))
+def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
+    model, pkg, meta = packages[arch]
+    weights, group = CASES[arch]
+    assert meta["weights"] == weights and meta["max_cache_len"] == CACHE and meta["isa_has_v"]
+    dump = tmp_path / "logits.bin"
+    r = run(pkg, "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", NEW, "--threads", 2,
+            "--dump-logits", dump, "--ignore-eos")
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+    tokens = [int(t) for t in lines["tokens"].split(",")]
+    assert len(tokens) == NEW
+    assert lines["threads"] == "2"
+    got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(NEW, -1))
+    assert got.shape[1] == 256
+    assert got.argmax(-1).tolist() == tokens  # the runner's argmax is its logits'
+
+    ref = reference_model(model, weights, group)
+    seq = torch.tensor([PROMPT + tokens[:-1]])
+    with torch.no_grad():
+        want = ref(seq).logits[0, len(PROMPT) - 1:].float()  # teacher-forced on the runner's tokens
+    tol = ULPS * bf16_ulp(want.abs().max().item())
+    diff = (got - want).abs().max().item()
+    print(f"{arch} {weights}: max |logit diff| {diff:.4g}, tolerance {tol:.4g}; tokens {tokens}")
+    assert diff <= tol
+    top2 = want.topk(2, -1).values
+    decisive = ((top2[:, 0] - top2[:, 1]) > 2 * tol).tolist()
+    assert any(decisive), "no decisive position: the test would check no token"
+    eager_tokens = want.argmax(-1).tolist()
+    for i, d in enumerate(decisive):
+        if d:
+            assert tokens[i] == eager_tokens[i], f"position {i}: rvv-generate {tokens[i]}, eager {eager_tokens[i]}"
+    # Free-running eager greedy decoding agrees up to the first non-decisive position.
+    n = decisive.index(False) if False in decisive else len(decisive)
+    with torch.no_grad():
+        free = ref.generate(torch.tensor([PROMPT]), max_new_tokens=NEW, do_sample=False)[0, len(PROMPT):].tolist()
+    assert free[:n] == tokens[:n]
+
+
+@pytest.mark.parametrize("arch", list(CASES))
+def test_verify_package(arch, packages):
+    _, pkg, meta = packages[arch]
+    weights, _ = CASES[arch]
+    r = subprocess.run(["python3", "-m", "rvv_inductor", "verify", str(pkg), "--json"], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    report = json.loads(r.stdout)
+    assert r.returncode == 0 and report["ok"], report["problems"]
+    assert report["extern_calls"].get("mm", 0) == 0 and report["extern_calls"].get("addmm", 0) == 0
+    rvv = [e for e in report["routing"] if e["route"] == "rvv"]
+    # q, k, v, o, gate, up, down, lm_head shapes (k and v share one): all on RVV, M = 1.
+    shapes = {(e["N"], e["K"]) for e in rvv}
+    assert shapes == {(128, 128), (64, 128), (256, 128), (128, 256)}, shapes
+    assert not [e for e in report["routing"] if e["route"] == "aten"]
+    assert all(e["M"] == 1 for e in rvv)
+    if weights != "bf16":
+        assert {e["dtype"] for e in rvv} == {weights}
+    sos = [s for s in report["shared_objects"] if s["rvv_micro_gemm"]]
+    assert sos, "no shared object of the package holds an RVV kernel"
+    c = sos[0]["counts"]
+    assert c.get("vfmacc", 0) + c.get("vfwmacc", 0) + c.get("vfwmaccbf16", 0) > 0
+    assert meta["routing_entries"] > 0
+
+
+@needs_runner
+def test_bad_input(packages, tmp_path):
+    _, pkg, _ = packages["qwen2"]
+    text = tmp_path / "text.pt2"
+    text.write_text("not a zip")
+    import zipfile
+
+    other = tmp_path / "other.pt2"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("other/data/x.txt", "a zip, but no AOTI model")
+    cases = [
+        ([tmp_path / "missing.pt2", "--prompt-ids", "1"], "No such file"),
+        ([text, "--prompt-ids", "1"], "not a .pt2 package"),
+        ([other, "--prompt-ids", "1"], "not an rvv_inductor package"),
+        ([pkg, "--prompt-ids", ",".join(["1"] * (CACHE + 1))], "longer than the package's KV cache (32"),
+        ([pkg, "--prompt-ids", "1,999"], "outside the vocabulary (256)"),
+        ([pkg, "--prompt-ids", "1", "--threads", "0"], "--threads"),
+        ([pkg], "--prompt-ids is required"),
+    ]
+    for args, want in cases:
+        r = run(*args, check=False)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert want in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+    # A prompt that fills the cache: one token from the prefill's logits, with a note.
+    r = run(pkg, "--prompt-ids", ",".join(["1"] * CACHE), "--max-new-tokens", 4)
+    assert "generating 1 tokens" in r.stderr and len(r.stdout.splitlines()[0].split(",")) == 1
+
+
+@needs_runner
+@pytest.mark.skipif(os.environ.get("RV64_EMULATED") != "1", reason="switches V off in QEMU (emulated runs only)")
+def test_no_v_is_refused(packages):
+    _, pkg, _ = packages["qwen2"]
+    no_v = subprocess.run([str(REPO / "scripts/lib/qemu-cpu"), "--no-v"], capture_output=True, text=True, check=True)
+    env = {**os.environ, "QEMU_CPU": no_v.stdout.strip()}
+    r = run(pkg, "--prompt-ids", "1,2", env=env, check=False)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "no V extension" in r.stderr and r.stderr.count("\n") == 1, r.stderr
