@@ -3,12 +3,15 @@
 config the template requires and the micro-GEMM it would pick."""
 from __future__ import annotations
 
+import os
+
 import torch
 import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circular-import trap)
 from torch._inductor import config as inductor_config
 from torch._inductor.codegen.cpp_micro_gemm import create_micro_gemm
 from torch._inductor.utils import parallel_num_threads
 
+from .. import cpu
 from .micro_gemm import RVV_MICRO_GEMM_CLASSES
 
 
@@ -32,3 +35,84 @@ def is_rvv(micro, block_n: int | None = None) -> bool:
     return isinstance(micro, RVV_MICRO_GEMM_CLASSES) and (
         block_n is None or micro.register_blocking.block_n == block_n)
 
+
+
+# --- cache blocking: stream the weight once -------------------------------------------
+#
+# CppGemmTemplate's loops are, per thread, ``for mc: for nc: for kc: micro_gemm`` over its
+# thread block (Mt x Nt x Kt register blocks), so every Mc block of rows streams the
+# thread's whole weight slice again. Upstream's "strategy 1" keeps A (Mc x Kt) in half the
+# L2 and sets Mc = floor(L2 / 2 / (Mr x K x 2 bytes)): at K = 8960 (down_proj) and the K1's
+# 512 KiB L2 that is 2 register blocks (12 rows), so a prefill of 64 / 128 rows reads the
+# 27.5 MB weight 6 / 11 times; at K = 1536 (q/o/gate/up) Mc = 14 blocks (84 rows), so
+# M = 128 reads it twice. On x86 with 1-2 MB of L2 per core and fast DRAM that trade
+# is fine; on the K1 DRAM is the bottleneck and the weight is the large operand. For our
+# micro-GEMMs we therefore take upstream's own "strategy 2" whenever strategy 1 would split
+# the thread's rows: Mc = Mt (the weight streams once per thread), A re-used from L2 in
+# (Mc x Kc) tiles across Nc = ceil(Mc x Mr / Nr) weight blocks, shrinking Mc only if
+# A tile + accumulator would not fit half the L2 (upstream's formula). Compute is the same
+# micro-GEMM calls in another order, so results are bit-identical. bench/prefill.sh counts
+# both (RVV_INDUCTOR_UPSTREAM_BLOCKING=1 keeps upstream's choice).
+UPSTREAM_BLOCKING_ENV = "RVV_INDUCTOR_UPSTREAM_BLOCKING"
+L2_LIMIT_FACTOR = 0.5  # upstream's effective share of the L2 (cpp_gemm_template.py)
+
+
+def weight_once_blocking(mr: int, nr: int, kr: int, mt: int, nt: int, mc: int, nc: int, kc: int,
+                         l2_bytes: int, a_bytes: int = 2) -> tuple[int, int, int]:
+    """(Mc, Nc, Kc) in register blocks: upstream's (mc, nc, kc) when it keeps all of the
+    thread's Mt row blocks together, else upstream's strategy 2 forced (see above)."""
+    import math
+
+    if mc >= mt:
+        return mc, nc, kc
+    l2 = l2_bytes * L2_LIMIT_FACTOR
+    mc = mt
+    nc = min(math.ceil(mc * mr / nr), nt)
+    kc_bytes = kc * kr * a_bytes
+    if mc * mr * (kc_bytes + nc * nr * 4) > l2:
+        m_max = (math.sqrt(kc_bytes * kc_bytes + 16 * l2) - kc_bytes) / 8
+        if m_max < mc * mr:
+            mc = max(1, math.floor(m_max / mr))
+            nc = min(math.ceil(mc * mr / nr), nt)
+    return mc, max(nc, 1), kc
+
+
+def _ours(tmpl) -> bool:
+    """A BF16 x BF16 template for our micro-GEMM (our ISA picked, our block width)."""
+    from torch._inductor import cpu_vec_isa
+
+    from .vec_isa import VecRVV
+
+    try:
+        dtypes = (tmpl.input_nodes[0].get_dtype(), tmpl.input_nodes[1].get_dtype())
+    except (AttributeError, IndexError):
+        return False
+    return (dtypes == (torch.bfloat16, torch.bfloat16) and isinstance(cpu_vec_isa.pick_vec_isa(), VecRVV)
+            and tmpl.register_blocking.block_n == cpu.effective().block_n)
+
+
+def _install_blocking() -> None:
+    from torch._inductor.codegen.cpp_gemm_template import CppGemmTemplate, GemmBlocking
+
+    orig = CppGemmTemplate._cache_blocking
+    if getattr(orig, "_rvv_inductor", False):
+        return
+
+    def _cache_blocking(self, num_threads: int):
+        b = orig(self, num_threads)
+        if os.environ.get(UPSTREAM_BLOCKING_ENV) == "1" or self.is_dynamic_M or not _ours(self):
+            return b
+        rb, tb = self.register_blocking, self.thread_blocking(num_threads)
+        if inductor_config.cpp.gemm_cache_blocking is not None:  # the user's explicit choice wins
+            return b
+        l2 = torch.cpu.get_capabilities().get("l2_cache_size", 0)
+        if l2 <= 0:
+            return b
+        return GemmBlocking(*weight_once_blocking(rb.block_m, rb.block_n, rb.block_k, tb.block_m, tb.block_n,
+                                                  b.block_m, b.block_n, b.block_k, l2))
+
+    _cache_blocking._rvv_inductor = True
+    CppGemmTemplate._cache_blocking = _cache_blocking
+
+
+_install_blocking()
