@@ -83,6 +83,11 @@ def load_model(src: str):
                         if child.bias is not None:
                             lin.bias.copy_(child.bias)
                     setattr(mod, cname, lin)
+        emb = model.get_input_embeddings()
+        if not isinstance(emb, torch.nn.Embedding) or emb.weight.is_meta:
+            # A tied embedding served from the packed lm_head: a plain table again.
+            model.set_input_embeddings(torch.nn.Embedding.from_pretrained(
+                model.lm_head.weight.detach().clone(), freeze=True))
         return model.to(torch.bfloat16).eval()
     raise ExportError(f"{src}: neither a model directory (save_pretrained) nor a .gguf file")
 

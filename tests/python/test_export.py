@@ -3,8 +3,9 @@ decoder's decode step with RVV kernels, run from C++ (issue 16).
 
 Small Qwen2 (BF16 weights) and Llama (INT4 g64 weights) decoders with random weights and a
 fixed seed are saved with ``save_pretrained``, exported through the CLI (in-process), and
-run by the C++ runner (``RVV_GENERATE``, default ``build/rv64/tools/rvv_generate/rvv-generate``;
-the tests that need it skip when it is not built). Checks:
+run by the C++ runner (``RVV_GENERATE``, else the first built of
+``build/{rv64,bench-rv64,native}/tools/rvv_generate/rvv-generate``; the tests that need it
+skip when it is not built). Checks:
 
 1. rvv-generate's tokens are the argmax of the logits it dumps, and equal eager
    transformers' greedy tokens wherever eager's top-2 margin exceeds the tolerance
@@ -39,7 +40,8 @@ pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().
 transformers = pytest.importorskip("transformers")
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = Path(os.environ.get("RVV_GENERATE", REPO / "build/rv64/tools/rvv_generate/rvv-generate"))
+_BUILT = [REPO / f"build/{d}/tools/rvv_generate/rvv-generate" for d in ("rv64", "bench-rv64", "native")]
+RUNNER = Path(os.environ.get("RVV_GENERATE") or next((p for p in _BUILT if p.is_file()), _BUILT[0]))
 needs_runner = pytest.mark.skipif(not RUNNER.is_file(), reason=f"rvv-generate not built ({RUNNER}): build it "
                                   "with -DRVV_TORCH_SYSROOT (tools/rvv_generate/CMakeLists.txt)")
 CACHE = 32
