@@ -7,6 +7,7 @@
 #   bench/prefill.sh --blocking upstream     # Inductor's own cache blocking
 #   bench/prefill.sh --blocking ours         # + template.py's weight-once blocking (the default)
 #   options: [--threads "1 8"] [--m 64,128] [--shapes q_proj,...] [--out DIR] [--report-only]
+#            [--count-only]  (skip the warm pass: its cache is already filled)
 #
 # Per thread count T (the counts run side by side): a warm pass (QEMU 10, no plugin)
 # compiles every (shape, M) graph into an Inductor cache of its own
@@ -21,6 +22,7 @@ source "$(dirname "$0")/../scripts/lib/common.sh"
 cd "$RVV_REPO"
 
 threads="1 8" ms=64,128 shapes=q_proj,k_proj,o_proj,gate_proj,down_proj out=bench/results/prefill report_only=0
+count_only=0
 blocking=ours
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,7 +32,8 @@ while [ $# -gt 0 ]; do
     --blocking) blocking=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --count-only) count_only=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) rvv_die "bench/prefill.sh: unknown option $1" ;;
   esac
 done
@@ -49,8 +52,10 @@ if [ $report_only = 0 ]; then
     local envs=(env TORCHINDUCTOR_CACHE_DIR="$cache" OMP_WAIT_POLICY=passive RVV_INDUCTOR_L1D_BYTES=32768
                 RVV_INDUCTOR_L2_BYTES=524288 RVV_INDUCTOR_UPSTREAM_BLOCKING=$upstream
                 python3 bench/prefill.py --threads "$T" --m "$ms" --shapes "$shapes")
-    rvv_log "prefill ($blocking blocking): warm pass, $T thread(s)"
-    RV64_QEMU=$RVV_BENCH_QEMU10 scripts/rv64 --vlen 256 "${envs[@]}" >"$f.warm.stdout" 2>"$f.warm.log" </dev/null
+    if [ $count_only = 0 ]; then
+      rvv_log "prefill ($blocking blocking): warm pass, $T thread(s)"
+      RV64_QEMU=$RVV_BENCH_QEMU10 scripts/rv64 --vlen 256 "${envs[@]}" >"$f.warm.stdout" 2>"$f.warm.log" </dev/null
+    fi
     rvv_log "prefill ($blocking blocking): counting pass, $T thread(s)"
     RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
       QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$f.plugin.json,vlen=256,dlen=128,vtype=read" \
