@@ -1,0 +1,527 @@
+#!/usr/bin/env python3
+"""Serving benchmark (issue 15): ``python3 -m rvv_inductor serve`` (transformers' server,
+continuous batching, Linear layers on RVV) beside Debian's ``llama-server`` on the same
+weights, a fixed request mix at concurrency 1, 2, 4 and 8, counted per output token with
+the rvvcount QEMU plugin over the whole server process (every thread, HTTP included).
+
+    bench/serve_bench.py [--config tiny] [--layers N] [--servers rvv-cb,llama] [--threads 1]
+                         [--out bench/results/serve] [--report-only]
+
+It runs on the host's python3 (no torch needed here). Steps:
+
+1. builds ``bench/serve_region.c`` (an LD_PRELOAD library: a control thread in the server
+   that opens/closes plugin regions on commands from a FIFO) for riscv64 with clang;
+2. writes a random Qwen2 checkpoint (``demo/models.py`` config, seed 0; a word-level
+   tokenizer so that a prompt of 32 words is exactly 32 tokens), the same weights as a
+   BF16 GGUF (``demo/llamacpp.write_gguf``) and the prompts -- inside the riscv64 world
+   (``scripts/rv64``), once, cached in ``build/serve-bench/<config>``;
+3. per server: starts it under the plugin-capable QEMU 10 (``scripts/rv64`` with
+   ``RV64_QEMU`` / ``QEMU_PLUGIN``, as ``scripts/demo --count`` does), loopback only;
+   sends the whole request mix once uncounted (warm-up: lazy compiles, first-call
+   initialisation), then the mix again with one plugin region per concurrency level
+   (region id = concurrency), opened right before the level's requests are sent and
+   closed right after the last answer; then stops the server (SIGTERM, clean exit: QEMU
+   writes the plugin report);
+4. writes ``OUT/serve.json`` and ``OUT/serve.md``.
+
+Requests: ``c`` clients at once, each one request of a 32-token prompt and 16 new tokens,
+greedy (temperature 0; the random models have no EOS, llama-server gets ignore_eos).
+The HTTP client is this host process (not emulated, not counted). The counted work is
+everything the server process executes while a region is open: the HTTP layer, the
+scheduler, the model.
+
+The estimate (ESTIMATED K1, not a measurement): per region,
+  compute = max(busiest thread's cycles, all threads' cycles / K1_CORES) / K1_CLOCK_HZ
+with a thread's cycles as ``demo/estimate.region_seconds`` counts them (every
+non-vector-datapath instruction at CPI_SCALAR, vector instructions by their beats), and
+  memory = DRAM bytes of all threads (plugin cache model) / bandwidth
+at the achieved bandwidth of ``calibration.py`` (``policy.K1_DRAM_ACHIEVED_BYTES_PER_S``,
+fitted to published board numbers) and, for reference, at the 10.66 GB/s peak;
+  time = max(compute, memory), tokens/s = output tokens of the level / time.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import select
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+from rvv_inductor import calibration, policy  # noqa: E402  (torch-free)
+from rvv_inductor.demo import estimate  # noqa: E402  (torch-free)
+
+LEVELS = (1, 2, 4, 8)
+PROMPT_TOKENS = 32
+NEW_TOKENS = 16
+SERVERS = ("rvv-cb", "rvv-seq", "llama")
+DEFAULT_SERVERS = ("rvv-cb", "llama")
+# Named configs: demo/models.py's, plus the Qwen2.5-1.5B dimensions cut to a few layers.
+CONFIGS = {"tiny": ("tiny", None), "small": ("small", None), "1.5b": ("qwen2.5-1.5b", 1)}
+
+
+# ----------------------------------------------------------------------------- arithmetic
+def thread_cycles(c: dict) -> float:
+    """K1 cycles of one thread's counters (demo/estimate.py's compute model, one core)."""
+    return estimate.region_seconds(dict(c, dram_read_bytes=0, dram_write_bytes=0), 1)["compute_s"] * policy.K1_CLOCK_HZ
+
+
+def window_estimate(region: dict, tokens: int, bandwidth: float | None = None) -> dict:
+    """The K1 estimate for one counted window (a plugin region's counters, all threads)
+    that produced ``tokens`` output tokens."""
+    bw = bandwidth or policy.K1_DRAM_ACHIEVED_BYTES_PER_S
+    threads = region.get("threads") or {"0": region}
+    cyc = [thread_cycles(t) for t in threads.values() if t.get("insns", 0) > 0]
+    max_cyc, sum_cyc = max(cyc, default=0.0), sum(cyc)
+    compute_s = max(max_cyc, sum_cyc / policy.K1_CORES) / policy.K1_CLOCK_HZ
+    dram = region.get("dram_read_bytes", 0) + region.get("dram_write_bytes", 0)
+    mem_s = dram / bw
+    mem_peak_s = dram / policy.K1_DRAM_BYTES_PER_S
+    s, s_peak = max(compute_s, mem_s), max(compute_s, mem_peak_s)
+    return {"tokens": tokens, "insns": region["insns"], "insns_per_token": region["insns"] / tokens,
+            "max_thread_insns": region.get("max_thread", {}).get("insns", region["insns"]),
+            "max_thread_insns_per_token": region.get("max_thread", {}).get("insns", region["insns"]) / tokens,
+            "threads_active": region.get("threads_active", 1),
+            "dram_bytes": dram, "dram_bytes_per_token": dram / tokens,
+            "max_thread_cycles": max_cyc, "sum_cycles": sum_cyc,
+            "compute_s": compute_s, "memory_s": mem_s, "est_s": s,
+            "bound": "memory" if mem_s >= compute_s else "compute",
+            "est_tok_s": tokens / s if s else 0.0, "bandwidth": bw,
+            "est_tok_s_peak_bw": tokens / s_peak if s_peak else 0.0}
+
+
+def summarize(plugin: dict, levels: dict) -> dict:
+    """Per concurrency level: the estimate from plugin region ``c``. ``levels`` maps the
+    concurrency (str or int) to {"tokens": output tokens, ...}."""
+    out = {}
+    for c, lv in levels.items():
+        reg = plugin.get("regions", {}).get(str(c))
+        if reg is None:
+            raise ValueError(f"plugin report has no region {c} (regions: {sorted(plugin.get('regions', {}))})")
+        out[str(c)] = dict(lv, **window_estimate(reg, lv["tokens"]))
+    first, last = str(min(int(k) for k in out)), str(max(int(k) for k in out))
+    ratio = out[last]["est_tok_s"] / out[first]["est_tok_s"] if out[first]["est_tok_s"] else 0.0
+    return {"levels": out, "ratio_first_last": ratio, "ratio_levels": [int(first), int(last)]}
+
+
+# ----------------------------------------------------------------------------- guest side
+def prepare(work: Path, config: str, layers: int | None) -> None:
+    """(riscv64 world) the checkpoint, the GGUF and the prompts in ``work``."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models as tmodels, pre_tokenizers
+
+    from rvv_inductor.demo import llamacpp, models
+
+    name, default_layers = CONFIGS[config]
+    cfg = models.config_dict(name, layers or default_layers)
+    cfg.update(bos_token_id=None, eos_token_id=None, max_position_embeddings=4096)
+    model = models.build({"seed": 0, "config": cfg})
+    mdir = work / "model"
+    model.save_pretrained(mdir)
+    V = cfg["vocab_size"]
+    vocab = {f"t{i}": i for i in range(V - 1)}
+    vocab["<|endoftext|>"] = V - 1
+    tok = Tokenizer(tmodels.WordLevel(vocab, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    ft = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
+                                              pad_token="<|endoftext|>")
+    ft.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+    ft.save_pretrained(mdir)
+    # A copy without config.json for `serve --tokenizer`: next to the checkpoint's config
+    # (model_type qwen2) transformers 5 loads it as a Qwen2Tokenizer, which swaps in
+    # Qwen's byte-level pre-tokenizer and turns these prompts into no tokens at all.
+    ft.save_pretrained(work / "tokenizer")
+    (mdir / "generation_config.json").write_text(json.dumps({"do_sample": False}))
+    g = torch.Generator().manual_seed(1234)
+    ids = torch.randint(1, V - 1, (2 * max(LEVELS), PROMPT_TOKENS), generator=g).tolist()
+    for row in ids:
+        assert ft(" ".join(f"t{i}" for i in row))["input_ids"] == row
+    # llama-server detokenizes its output, which the id-only vocabulary write_gguf writes
+    # ("none") cannot: the same tokens as a GPT-2-style BPE vocabulary instead (the
+    # requests send token ids, so the tokenizer itself is never run).
+    import gguf
+
+    plain = gguf.GGUFWriter.add_tokenizer_model
+
+    def with_vocab(w, _model):
+        plain(w, "gpt2")
+        w.add_tokenizer_pre("default")
+        w.add_token_list([f"t{i}" for i in range(V - 1)] + ["<|endoftext|>"])
+        w.add_token_types([1] * (V - 1) + [3])  # normal, and one control token
+        w.add_token_merges(["t 1"])
+        w.add_eos_token_id(V - 1)
+        w.add_add_bos_token(False)
+
+    gguf.GGUFWriter.add_tokenizer_model = with_vocab
+    try:
+        gg = llamacpp.write_gguf(model, work / "model-bf16.gguf", "bf16")
+    finally:
+        gguf.GGUFWriter.add_tokenizer_model = plain
+    lin = sum(m.weight.numel() * 2 for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))
+    (work / "prompts.json").write_text(json.dumps({
+        "config": config, "config_name": name, "model_config": cfg, "ids": ids,
+        "linear_bf16_bytes": lin, "gguf": gg}))
+
+
+# ----------------------------------------------------------------------------- host side
+def _env_file() -> dict:
+    cache = Path(os.environ.get("RVV_INDUCTOR_CACHE") or
+                 Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rvv-inductor")
+    env = {}
+    for line in (cache / "bench" / "env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            env[k] = v
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, body: dict, timeout: float) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+class Control:
+    """The FIFOs to the LD_PRELOAD control thread in the server."""
+
+    def __init__(self, d: Path) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        for n in ("cmd", "ack"):
+            p = d / n
+            if p.exists():
+                p.unlink()
+            os.mkfifo(p)
+        # O_RDWR: neither open blocks, whether or not the server has its ends open yet.
+        self.cmd = os.open(d / "cmd", os.O_RDWR)
+        self.ack = os.open(d / "ack", os.O_RDWR | os.O_NONBLOCK)
+        self.buf = b""
+
+    def send(self, line: str, timeout: float = 600) -> str:
+        os.write(self.cmd, (line + "\n").encode())
+        t_end = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = t_end - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"no answer from the server's control thread to {line!r}")
+            r, _, _ = select.select([self.ack], [], [], min(left, 5))
+            if r:
+                self.buf += os.read(self.ack, 4096)
+        ans, self.buf = self.buf.split(b"\n", 1)
+        if ans.decode().strip() != line.strip():
+            raise RuntimeError(f"control thread answered {ans!r} to {line!r}")
+        return ans.decode()
+
+    def close(self) -> None:
+        os.close(self.cmd)
+        os.close(self.ack)
+
+
+class Run:
+    """One server under the plugin: start, warm up, count the levels, stop."""
+
+    def __init__(self, kind: str, work: Path, lib: Path, threads: int, log) -> None:
+        self.kind, self.work, self.lib, self.threads, self.log = kind, work, lib, threads, log
+        self.port = _free_port()
+        self.plugin_out = work / f"plugin-{kind}.json"
+        self.logfile = work / f"server-{kind}.log"
+
+    def guest_argv(self) -> list[str]:
+        w = self.work
+        if self.kind == "llama":
+            nctx = max(LEVELS) * 128
+            return ["llama-server", "-m", str(w / "model-bf16.gguf"), "--host", "127.0.0.1", "--port", str(self.port),
+                    "-t", str(self.threads), "-tb", str(self.threads), "-np", str(max(LEVELS)), "-c", str(nctx),
+                    "--no-warmup", "--poll", "0"]
+        argv = ["python3", "-m", "rvv_inductor", "serve", str(w / "model"), "--host", "127.0.0.1",
+                "--port", str(self.port), "--threads", str(self.threads), "--log-level", "error",
+                "--ready-file", str(w / f"ready-{self.kind}.json"), "--tokenizer", str(w / "tokenizer")]
+        if self.kind == "rvv-cb":
+            # Fixed paged-cache sizes: transformers otherwise derives them from the free memory
+            # of the moment (on a shared machine that gave batches of 0 tokens); 8 requests of
+            # 32 + 16 tokens fit one block of 128 each, and 256 tokens prefill all 8 prompts at once.
+            argv += ["--continuous-batching", "--cb-block-size", "128", "--cb-num-blocks", "32",
+                     "--cb-max-batch-tokens", "256"]
+        return argv
+
+    def start(self, env10: dict) -> None:
+        self.ctl = Control(self.work / f"fifo-{self.kind}")
+        if self.plugin_out.exists():
+            self.plugin_out.unlink()
+        ready = self.work / f"ready-{self.kind}.json"
+        if ready.exists():
+            ready.unlink()
+        plugin = env10["RVV_BENCH_PLUGIN10"]
+        env = dict(os.environ, RV64_QEMU=env10["RVV_BENCH_QEMU10"], RV64_BIND=str(Path(plugin).parent),
+                   QEMU_PLUGIN=f"{plugin},out={self.plugin_out},vlen=256,dlen=128,vtype=read")
+        guest_env = [f"LD_PRELOAD={self.lib}", f"RVV_REGION_FIFO={self.work / f'fifo-{self.kind}'}",
+                     "OMP_WAIT_POLICY=passive", f"OMP_NUM_THREADS={self.threads}",
+                     f"TORCHINDUCTOR_CACHE_DIR={self.work / 'inductor-cache'}"]
+        cmd = [str(REPO / "scripts" / "rv64"), "--vlen", "256", "env", *guest_env, *self.guest_argv()]
+        self.log(f"{self.kind}: starting: {shlex.join(self.guest_argv())}")
+        self.t_start = time.monotonic()
+        self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.logfile, "w"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+
+    def wait_ready(self, timeout: float = 3600) -> None:
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind}: the server exited ({self.proc.returncode}); see {self.logfile}")
+            try:
+                if self.kind == "llama":
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=10) as r:
+                        if r.status == 200:
+                            break
+                else:
+                    ready = self.work / f"ready-{self.kind}.json"
+                    if ready.exists() and ready.read_text().strip():
+                        self.model_id = json.loads(ready.read_text())["model"]
+                        self.ready_info = json.loads(ready.read_text())
+                        break
+            except (OSError, ValueError):
+                pass
+            time.sleep(2)
+        else:
+            raise RuntimeError(f"{self.kind}: not ready after {timeout:.0f} s")
+        self.load_s = time.monotonic() - self.t_start
+        self.log(f"{self.kind}: ready after {self.load_s:.0f} s (emulated wall time)")
+
+    def request(self, ids: list[int]) -> int:
+        """One request; returns the output tokens the server reports."""
+        if self.kind == "llama":
+            r = _post(f"http://127.0.0.1:{self.port}/completion",
+                      {"prompt": ids, "n_predict": NEW_TOKENS, "temperature": 0, "top_k": 1, "ignore_eos": True,
+                       "cache_prompt": False, "return_tokens": True}, timeout=7200)
+            if r.get("tokens_evaluated") not in (None, len(ids)):
+                raise RuntimeError(f"llama-server evaluated {r['tokens_evaluated']} prompt tokens, not {len(ids)}")
+            return int(r["tokens_predicted"])
+        r = _post(f"http://127.0.0.1:{self.port}/v1/completions",
+                  {"model": self.model_id, "prompt": " ".join(f"t{i}" for i in ids), "max_tokens": NEW_TOKENS,
+                   "temperature": 0}, timeout=7200)
+        u = r["usage"]
+        if u["prompt_tokens"] != len(ids):
+            raise RuntimeError(f"the server counted {u['prompt_tokens']} prompt tokens, not {len(ids)}")
+        return int(u["completion_tokens"])
+
+    def mix(self, prompts: list[list[int]], c: int) -> tuple[int, float]:
+        t0 = time.monotonic()
+        with cf.ThreadPoolExecutor(c) as ex:
+            toks = list(ex.map(self.request, prompts[:c]))
+        return sum(toks), time.monotonic() - t0
+
+    def stop(self, timeout: float = 600) -> None:
+        try:
+            self.ctl.send("q", timeout=60)
+        except RuntimeError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.log(f"{self.kind}: no clean exit after {timeout} s; killing it (no plugin report then)")
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.ctl.close()
+
+    def measure(self, ids: list[list[int]]) -> dict:
+        warm, meas = ids[:max(LEVELS)], ids[max(LEVELS):]
+        levels = {}
+        for c in LEVELS:
+            n, s = self.mix(warm, c)
+            self.log(f"{self.kind}: warm-up c={c}: {n} tokens in {s:.0f} s (emulated)")
+        for c in LEVELS:
+            self.ctl.send(f"o {c}")
+            n, s = self.mix(meas, c)
+            self.ctl.send(f"c {c}")
+            levels[c] = {"requests": c, "tokens": n, "emulated_wall_s": round(s, 1)}
+            self.log(f"{self.kind}: counted c={c}: {n} tokens in {s:.0f} s (emulated)")
+        return levels
+
+
+def build_lib(log) -> Path:
+    out = REPO / "build" / "serve-bench" / "libserve_region.so"
+    src = REPO / "bench" / "serve_region.c"
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["clang-19", "--target=riscv64-linux-gnu", "-fuse-ld=lld", "-O2", "-fPIC", "-shared",
+                        "-o", str(out), str(src), "-lpthread"], check=True)
+        log(f"built {out.relative_to(REPO)}")
+    return out
+
+
+def run_all(args, log) -> dict:
+    subprocess.run([str(REPO / "scripts" / "build-qemu-plugins")], check=True, stdout=subprocess.DEVNULL)
+    env10 = _env_file()
+    lib = build_lib(log)
+    tag = args.config + (f"-L{args.layers}" if args.layers else "")
+    work = REPO / "build" / "serve-bench" / tag
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / "prompts.json").exists():
+        log(f"writing the model, GGUF and prompts into {work.relative_to(REPO)} (emulated, once)")
+        subprocess.run([str(REPO / "scripts" / "rv64"), "python3", str(Path(__file__).resolve()), "--prepare",
+                        str(work), "--config", args.config] + (["--layers", str(args.layers)] if args.layers else []),
+                       check=True, cwd=REPO)
+    spec = json.loads((work / "prompts.json").read_text())
+    result = {"command": args.command, "config": spec["config"], "config_name": spec["config_name"],
+              "model_config": spec["model_config"], "linear_bf16_bytes": spec["linear_bf16_bytes"],
+              "gguf": {k: v for k, v in spec["gguf"].items() if k != "path"},
+              "prompt_tokens": PROMPT_TOKENS, "new_tokens": NEW_TOKENS, "levels": list(LEVELS),
+              "threads": args.threads, "source": _rev(), "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name,
+              "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name,
+              "calibration": {"bandwidth": policy.K1_DRAM_ACHIEVED_BYTES_PER_S, "peak": policy.K1_DRAM_BYTES_PER_S,
+                              "reference": calibration.REFERENCE, "clock_hz": policy.K1_CLOCK_HZ,
+                              "cores": policy.K1_CORES, "cpi_scalar": policy.CPI_SCALAR},
+              "servers": {}}
+    raw = args.out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for kind in args.servers:
+        r = Run(kind, work, lib, args.threads, log)
+        t0 = time.monotonic()
+        r.start(env10)
+        try:
+            r.wait_ready()
+            levels = r.measure(spec["ids"])
+        finally:
+            r.stop()
+        if not r.plugin_out.exists():
+            raise RuntimeError(f"{kind}: no plugin report ({r.plugin_out}); server log {r.logfile}")
+        plugin = json.loads(r.plugin_out.read_text())
+        entry = {"argv": r.guest_argv(), "levels_raw": {str(k): v for k, v in levels.items()},
+                 "emulated_load_s": round(r.load_s, 1), "emulated_total_s": round(time.monotonic() - t0, 1),
+                 "exit": r.proc.returncode, "plugin_notes": plugin.get("notes", {})}
+        if kind != "llama":
+            entry["ready"] = r.ready_info
+        (raw / f"{kind}.json").write_text(json.dumps({"entry": entry, "plugin": plugin}, indent=1) + "\n")
+        result["servers"][kind] = entry
+    (raw / "meta.json").write_text(json.dumps({k: v for k, v in result.items() if k != "servers"}, indent=1) + "\n")
+    return result
+
+
+def _rev() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
+                             cwd=REPO).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "python", "csrc", "bench/serve_region.c"],
+                               capture_output=True, text=True, cwd=REPO).stdout.strip()
+        return rev + ("+uncommitted" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+# ----------------------------------------------------------------------------- report
+LABEL = {"rvv-cb": "rvv_inductor serve --continuous-batching (BF16, RVV Linear)",
+         "rvv-seq": "rvv_inductor serve, sequential (BF16, RVV Linear)",
+         "llama": "llama-server (Debian llama.cpp-tools, same weights as BF16 GGUF)"}
+
+
+def report(out: Path) -> dict:
+    raw = out / "raw"
+    meta = json.loads((raw / "meta.json").read_text())
+    res = dict(meta, servers={})
+    for kind in SERVERS:
+        f = raw / f"{kind}.json"
+        if not f.exists():
+            continue
+        d = json.loads(f.read_text())
+        res["servers"][kind] = dict(d["entry"], **summarize(d["plugin"], d["entry"]["levels_raw"]))
+    (out / "serve.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    (out / "serve.md").write_text(markdown(res))
+    return res
+
+
+def markdown(res: dict) -> str:
+    mc = res["model_config"]
+    bw = res["calibration"]["bandwidth"]
+    L = ["# Serving benchmark: RVV server vs llama-server (ESTIMATED K1; counts from QEMU + rvvcount)", "",
+         f"Regenerate: `{res['command']}` (source {res['source']}; {res['qemu']}, {res['plugin']}).", "",
+         *([res["note"], ""] if res.get("note") else []),
+         f"Model: random Qwen2, demo config `{res['config_name']}` "
+         f"(hidden {mc['hidden_size']}, intermediate {mc['intermediate_size']}, {mc['num_hidden_layers']} layers, "
+         f"{mc['num_attention_heads']}/{mc['num_key_value_heads']} heads, vocab {mc['vocab_size']}), BF16; "
+         f"Linear weights {res['linear_bf16_bytes'] / 2**20:.1f} MiB per decode step. llama-server reads the same "
+         f"weights as a BF16 GGUF ({res['gguf']['file_bytes'] / 2**20:.1f} MiB file).", "",
+         f"Request mix: at concurrency c, c clients send one request each at the same time: a "
+         f"{res['prompt_tokens']}-token prompt, {res['new_tokens']} new tokens, greedy; the whole mix is sent once "
+         f"uncounted first (warm-up). Each level is one plugin region over the **whole server process** (every "
+         f"thread: HTTP, scheduler, model), opened just before the requests and closed after the last answer. "
+         f"Compute threads: {res['threads']} per server (`--threads` / llama-server `-t`).", "",
+         f"Estimate: time = max(compute, DRAM); compute = max(busiest thread's cycles, all cycles / "
+         f"{res['calibration']['cores']} cores) at {res['calibration']['clock_hz'] / 1e9:.1f} GHz (demo/estimate.py's "
+         f"cycle model); DRAM = the plugin cache model's bytes (all threads) at the calibrated "
+         f"{bw / 1e9:.2f} GB/s (calibration.py, fitted to `{res['calibration']['reference']}`); the peak-bandwidth "
+         f"column uses {res['calibration']['peak'] / 1e9:.2f} GB/s. Tokens/s are summed over the level's requests.", "",
+         "| server | c | output tokens | instructions / token | busiest thread insns / token | threads | "
+         "DRAM bytes / token | bound | **est. K1 tok/s** (calibrated) | est. tok/s (peak BW) | emulated wall s |",
+         "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for kind, s in res["servers"].items():
+        for c, lv in sorted(s["levels"].items(), key=lambda kv: int(kv[0])):
+            L.append(f"| {kind} | {c} | {lv['tokens']} | {lv['insns_per_token'] / 1e6:.1f} M | "
+                     f"{lv['max_thread_insns_per_token'] / 1e6:.1f} M | {lv['threads_active']} | "
+                     f"{lv['dram_bytes_per_token'] / 2**20:.2f} MiB | {lv['bound']} | **{lv['est_tok_s']:.1f}** | "
+                     f"{lv['est_tok_s_peak_bw']:.1f} | {lv['emulated_wall_s']:.0f} (emulated) |")
+    L += ["", "Throughput at the highest concurrency over concurrency 1 (estimate; issue 15's goal: >= 3x):", ""]
+    for kind, s in res["servers"].items():
+        a, b = s["ratio_levels"]
+        L.append(f"- {LABEL.get(kind, kind)}: c{b}/c{a} = **{s['ratio_first_last']:.2f}x**")
+    L += ["", "Servers:", ""]
+    for kind, s in res["servers"].items():
+        L.append(f"- `{kind}`: {LABEL.get(kind, kind)}; guest command `{' '.join(s['argv'])}`; "
+                 f"ready after {s['emulated_load_s']:.0f} s, whole run {s['emulated_total_s']:.0f} s (emulated wall "
+                 f"times, not K1 times); plugin notes: {s['plugin_notes'] or 'none'}")
+    L += ["", "Caveats: emulated wall times say nothing about K1 speed. The count of a window includes whatever "
+          "the server's threads execute while waiting (event-loop timers, polling), which depends on how long the "
+          "emulated window lasts. The cache model is per thread (cold at each region), so data shared by threads "
+          "is charged once per thread. The estimate ignores dual issue and DRAM latency.", ""]
+    return "\n".join(L)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", choices=sorted(CONFIGS), default="tiny",
+                   help="tiny (default), small, or 1.5b (Qwen2.5-1.5B dimensions, 1 layer unless --layers)")
+    p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's)")
+    p.add_argument("--servers", default=",".join(DEFAULT_SERVERS), help=f"comma-separated of {', '.join(SERVERS)}")
+    p.add_argument("--threads", type=int, default=1, help="compute threads per server (default 1)")
+    p.add_argument("--out", type=Path, default=None, help="results directory (default bench/results/serve)")
+    p.add_argument("--report-only", action="store_true", help="only rebuild serve.md/serve.json from OUT/raw")
+    p.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.prepare:
+        prepare(args.prepare, args.config, args.layers)
+        return 0
+    args.out = args.out or REPO / "bench" / "results" / "serve"
+
+    def log(msg):
+        print(f"[serve-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    if not args.report_only:
+        args.servers = [s for s in args.servers.split(",") if s]
+        bad = [s for s in args.servers if s not in SERVERS]
+        if bad:
+            p.error(f"--servers: unknown {', '.join(bad)}")
+        cmd = ["bench/serve_bench.py"] + [a for a in (argv if argv is not None else sys.argv[1:])]
+        args.command = " ".join(cmd)
+        run_all(args, log)
+    res = report(args.out)
+    sys.stdout.write(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
