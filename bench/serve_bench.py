@@ -339,13 +339,13 @@ class Run:
             self.proc.wait()
         self.ctl.close()
 
-    def measure(self, ids: list[list[int]]) -> dict:
+    def measure(self, ids: list[list[int]], which=LEVELS) -> dict:
         warm, meas = ids[:max(LEVELS)], ids[max(LEVELS):]
         levels = {}
-        for c in LEVELS:
+        for c in which:
             n, s = self.mix(warm, c)
             self.log(f"{self.kind}: warm-up c={c}: {n} tokens in {s:.0f} s (emulated)")
-        for c in LEVELS:
+        for c in which:
             self.ctl.send(f"o {c}")
             n, s = self.mix(meas, c)
             self.ctl.send(f"c {c}")
@@ -396,7 +396,7 @@ def run_all(args, log) -> dict:
         r.start(env10)
         try:
             r.wait_ready()
-            levels = r.measure(spec["ids"])
+            levels = r.measure(spec["ids"], args.levels)
         finally:
             r.stop()
         if not r.plugin_out.exists():
@@ -498,6 +498,8 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's)")
     p.add_argument("--servers", default=",".join(DEFAULT_SERVERS), help=f"comma-separated of {', '.join(SERVERS)}")
     p.add_argument("--threads", type=int, default=1, help="compute threads per server (default 1)")
+    p.add_argument("--levels", default=",".join(map(str, LEVELS)),
+                   help="concurrency levels to run (default 1,2,4,8; a subset of them)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default bench/results/serve)")
     p.add_argument("--report-only", action="store_true", help="only rebuild serve.md/serve.json from OUT/raw")
     p.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
@@ -512,6 +514,9 @@ def main(argv=None) -> int:
 
     if not args.report_only:
         args.servers = [s for s in args.servers.split(",") if s]
+        args.levels = [int(c) for c in args.levels.split(",") if c]
+        if not args.levels or any(c not in LEVELS for c in args.levels):
+            p.error(f"--levels: a subset of {LEVELS}")
         bad = [s for s in args.servers if s not in SERVERS]
         if bad:
             p.error(f"--servers: unknown {', '.join(bad)}")
