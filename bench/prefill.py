@@ -63,9 +63,11 @@ def main() -> int:
                 f = torch.compile(lin, dynamic=False)
                 x = torch.randn(m, k, dtype=torch.bfloat16)
                 y = f(x)  # compile + a first run, outside the region
-                ref = torch.nn.functional.linear(x.float(), lin.weight.float(),
+                # Spot check of 4 rows (a full FP32 reference costs minutes under QEMU).
+                rows = [0, 1, m // 2, m - 1]
+                ref = torch.nn.functional.linear(x[rows].float(), lin.weight.float(),
                                                  lin.bias.float() if bias else None)
-                err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
+                err = (y[rows].float() - ref).abs().max().item() / ref.abs().max().item()
                 mark(rid, 1)
                 f(x)
                 mark(rid, 0)
