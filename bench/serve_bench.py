@@ -478,7 +478,10 @@ def markdown(res: dict) -> str:
     L += ["", "Throughput at the highest concurrency over concurrency 1 (estimate; issue 15's goal: >= 3x):", ""]
     for kind, s in res["servers"].items():
         a, b = s["ratio_levels"]
-        L.append(f"- {LABEL.get(kind, kind)}: c{b}/c{a} = **{s['ratio_first_last']:.2f}x**")
+        if a == b:
+            L.append(f"- {LABEL.get(kind, kind)}: only c={a} counted, no ratio")
+        else:
+            L.append(f"- {LABEL.get(kind, kind)}: c{b}/c{a} = **{s['ratio_first_last']:.2f}x**")
     L += ["", "Servers:", ""]
     for kind, s in res["servers"].items():
         L.append(f"- `{kind}`: {LABEL.get(kind, kind)}; guest command `{' '.join(s['argv'])}`; "
