@@ -77,6 +77,12 @@ def weight_once_blocking(mr: int, nr: int, kr: int, mt: int, nt: int, mc: int, n
     return mc, max(nc, 1), kc
 
 
+def blocking_key() -> str:
+    """The cache blocking in force, for Inductor's FX cache key (integration.CacheKeyPass):
+    a graph compiled under one blocking must not be reused under the other."""
+    return "upstream" if os.environ.get(UPSTREAM_BLOCKING_ENV) == "1" else "weight-once-1"
+
+
 def _ours(tmpl) -> bool:
     """A BF16 x BF16 template for our micro-GEMM (our ISA picked, our block width)."""
     from torch._inductor import cpu_vec_isa
