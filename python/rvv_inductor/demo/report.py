@@ -344,7 +344,11 @@ def _f(x, digits: int) -> str:
 
 
 def _emulated(rep: dict) -> str:
-    return "emulated under QEMU, not RISC-V speed" if rep["spec"].get("emulated") else "measured on this machine"
+    where = "emulated under QEMU, not RISC-V speed" if rep["spec"].get("emulated") else "measured on this machine"
+    jobs = rep["spec"].get("measure_jobs", 1)
+    # --measure-jobs: after eager, the mode workers shared the cores; times are comparable
+    # only between modes that had the same neighbours
+    return where + (f"; {jobs} mode workers ran side by side after eager" if jobs > 1 else "")
 
 
 def _header(rep: dict) -> list[str]:
