@@ -33,6 +33,7 @@ import pytest
 import torch
 
 from rvv_inductor import cpu, export
+from small_decoders import random_decoder  # noqa: E402  (tests/python is on sys.path)
 
 pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
                                 reason="needs riscv64 with V (emulated or native)")
@@ -58,17 +59,7 @@ def bf16_ulp(x: float) -> float:
 
 
 def make_model(arch: str):
-    torch.manual_seed(0)
-    common = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, vocab_size=256, max_position_embeddings=64,
-                  tie_word_embeddings=False, initializer_range=0.08)
-    if arch == "qwen2":
-        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
-        for layer in model.model.layers:  # transformers initializes the biases to zero
-            for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-                torch.nn.init.normal_(p.bias, std=0.05)
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
+    model = random_decoder(arch, hidden=128, heads=4, kv_heads=2, vocab=256, max_positions=64, init_range=0.08)
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     return model.to(torch.bfloat16).eval()

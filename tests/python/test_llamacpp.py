@@ -47,6 +47,7 @@ transformers = pytest.importorskip("transformers")
 
 from rvv_inductor.demo import llamacpp  # noqa: E402
 from rvv_inductor.gguf_load import load_gguf  # noqa: E402
+from small_decoders import random_decoder  # noqa: E402  (tests/python is on sys.path)
 
 PROMPT, STEPS, VOCAB, H, HEADS, KV = 8, 12, 512, 256, 4, 2
 
@@ -61,18 +62,8 @@ def bf16_ulp(x: float) -> float:
 
 
 def make_model(arch, tie, seed=0):
-    torch.manual_seed(seed)
-    common = dict(hidden_size=H, intermediate_size=2 * H, num_hidden_layers=2, num_attention_heads=HEADS,
-                  num_key_value_heads=KV, vocab_size=VOCAB, max_position_embeddings=256,
-                  tie_word_embeddings=tie, initializer_range=0.05)
-    if arch == "qwen2":
-        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
-        for layer in model.model.layers:  # transformers initializes the biases to zero
-            for p in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-                torch.nn.init.normal_(p.bias, std=0.05)
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    return model.to(torch.bfloat16).eval()
+    return random_decoder(arch, hidden=H, heads=HEADS, kv_heads=KV, vocab=VOCAB, max_positions=256,
+                          init_range=0.05, tie=tie, seed=seed).to(torch.bfloat16).eval()
 
 
 def roundtrip(a: np.ndarray, fmt: str) -> np.ndarray:
