@@ -1,15 +1,15 @@
 """Hand the heap memory that packing frees back to the OS, layer by layer.
 
 Packing a Linear allocates its packed copy while the original (or the tensor just read by
-``load=``) is still alive, then frees the original. glibc serves these 1-32 MiB blocks
-from the heap (its mmap threshold rises to the size of the first large block freed), and
-a freed original below a live packed copy stays in the process as a hole: the next
-original of the same size does not fit it (``posix_memalign`` asks for a little more), so
-every layer can leave one behind. At Qwen2.5-1.5B dimensions in BF16 that was ~2 GiB of
-resident, free memory after packing (INT4 packs smaller than the original, so its holes
-are refilled). ``malloc_trim(0)`` returns the free pages of every hole to the OS
-(``madvise``), not only the top of the heap, so calling it after each layer keeps at most
-one layer's transient resident.
+``load=``) is still alive, then frees the original. glibc serves blocks of a few MiB to
+~32 MiB from its heap once its mmap threshold has risen (it rises to the size of the first
+large block freed), and freed originals below live packed copies stayed resident: at
+Qwen2.5-1.5B layer dimensions ~60 MiB per layer, 1.43x eager's peak over the whole model
+in BF16 (measured; ``malloc_trim`` released it, tests/python/test_memory.py). INT4 did
+not show it (its packed copies are a quarter of the originals and refill the holes).
+``malloc_trim(0)`` returns the free pages of every free block to the OS (``madvise``),
+not only the top of the heap, so calling it after each layer keeps at most one layer's
+transient resident.
 
 Other C libraries (musl) have no ``malloc_trim``: then this does nothing.
 """
