@@ -445,10 +445,11 @@ def _wall_times(rep: dict) -> list[str]:
 
 def _threads_note(rep: dict) -> str:
     """How the counted regions were split: threads that ran, measured or assumed."""
-    seen = sorted({(c["decode_linear"] or c["decode_rest"]).get("threads_active", 1)
-                   for m in rep["modes"].values() for c in m["counts"] or []})
-    if seen and max(seen) > 1:
-        return (f"every thread counted ({'/'.join(str(int(t)) for t in seen)} threads active), compute = the "
+    active = {name: max(int((c["decode_linear"] or c["decode_rest"]).get("threads_active", 1)) for c in m["counts"])
+              for name, m in rep["modes"].items() if m["counts"]}
+    if active and max(active.values()) > 1:
+        per_mode = ", ".join(f"{name} {n}" for name, n in active.items())
+        return (f"every thread counted (threads active in the decode step: {per_mode}), compute = the "
                 "busiest thread's cycles")
     return (f"counted on one thread: Linear ASSUMED split evenly over {rep['k1_model']['cores']} cores "
             "(total / cores), the rest on one")
