@@ -8,7 +8,11 @@ micro-GEMM, the weight a prepacked constant), one graph per (shape, M) so that e
 can be its own rvvcount region. Every shape is compiled and run once outside any region,
 then called once inside region ``id`` (``rvv_count_region``: a no-op without the plugin).
 
-    python3 bench/prefill.py --threads T --m 64,128 [--shapes q_proj,down_proj] [--blocks FILE]
+    python3 bench/prefill.py --threads T --m 64,128 [--shapes q_proj,down_proj] [--path whole|regional]
+
+``--path regional`` runs ``compile_linears`` on the Linear instead (the packed weight an
+input of the region compiled per shape and M bucket, lowered to the same template), so the
+region also holds the regional runtime's per-call Python.
 
 prints one JSON line: the regions (id -> shape, M, N, K, bias), the routing Inductor
 logged, and (``--blocks``) the cache blocking the template chose, read from the generated
@@ -37,6 +41,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--m", default="64,128")
     ap.add_argument("--shapes", default=",".join(s[0] for s in SHAPES))
+    ap.add_argument("--path", choices=("whole", "regional"), default="whole",
+                    help="whole: torch.compile of the frozen nn.Linear (the whole-model path); regional: "
+                         "compile_linears on it (packed weight, one compiled region per shape and M bucket)")
     args = ap.parse_args()
 
     import torch
@@ -57,15 +64,21 @@ def main() -> int:
                 continue
             torch.manual_seed(n * 7 + k)
             lin = torch.nn.Linear(k, n, bias=bias).to(torch.bfloat16).eval()
+            if args.path == "regional":
+                ref_w = lin.weight.detach().clone()
+                f = torch.nn.Sequential(lin)
+                rvv_inductor.compile_linears(f)
             for m in ms:
                 rid += 1
-                torch._dynamo.reset()
-                f = torch.compile(lin, dynamic=False)
+                if args.path == "whole":
+                    torch._dynamo.reset()
+                    f = torch.compile(lin, dynamic=False)
                 x = torch.randn(m, k, dtype=torch.bfloat16)
                 y = f(x)  # compile + a first run, outside the region
-                # Spot check of 4 rows (a full FP32 reference costs minutes under QEMU).
-                rows = [0, 1, m // 2, m - 1]
-                ref = torch.nn.functional.linear(x[rows].float(), lin.weight.float(),
+                # Spot check of up to 4 rows (a full FP32 reference costs minutes under QEMU).
+                rows = sorted({0, min(1, m - 1), m // 2, m - 1})
+                wt = ref_w if args.path == "regional" else lin.weight
+                ref = torch.nn.functional.linear(x[rows].float(), wt.float(),
                                                  lin.bias.float() if bias else None)
                 err = (y[rows].float() - ref).abs().max().item() / ref.abs().max().item()
                 mark(rid, 1)
@@ -76,7 +89,7 @@ def main() -> int:
                                      "rel_err": err}
     routing = [{"op": e.op, "M": e.M, "N": e.N, "K": e.K, "route": e.route, "reason": e.reason}
                for e in reasons.read_log(paths.state_dir() / reasons.LOG_NAME, pid=os.getpid())]
-    print(json.dumps({"threads": torch.get_num_threads(), "torch": torch.__version__, "regions": regions,
+    print(json.dumps({"threads": torch.get_num_threads(), "torch": torch.__version__, "path": args.path, "regions": regions,
                       "routing": routing, "blocking": blocking(Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")))}))
     return 0
 

@@ -8,6 +8,8 @@
 #   bench/prefill.sh --blocking ours         # + template.py's weight-once blocking (the default)
 #   options: [--threads "1 8"] [--m 64,128] [--shapes q_proj,...] [--out DIR] [--report-only]
 #            [--count-only]  (skip the warm pass: its cache is already filled)
+#            [--path whole|regional]  (bench/prefill.py: torch.compile of the frozen Linear, or
+#                                      compile_linears; give each path its own --out)
 #
 # Per thread count T (the counts run side by side): a warm pass (QEMU 10, no plugin)
 # compiles every (shape, M) graph into an Inductor cache of its own
@@ -23,7 +25,7 @@ cd "$RVV_REPO"
 
 threads="1 8" ms=64,128 shapes=q_proj,k_proj,o_proj,gate_proj,down_proj out=bench/results/prefill report_only=0
 count_only=0
-blocking=ours
+blocking=ours path=whole
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -33,6 +35,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --report-only) report_only=1; shift ;;
     --count-only) count_only=1; shift ;;
+    --path) path=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) rvv_die "bench/prefill.sh: unknown option $1" ;;
   esac
@@ -51,7 +54,7 @@ if [ $report_only = 0 ]; then
     local cache=$RVV_REPO/build/prefill-cache-$blocking-t$T
     local envs=(env TORCHINDUCTOR_CACHE_DIR="$cache" OMP_WAIT_POLICY=passive RVV_INDUCTOR_L1D_BYTES=32768
                 RVV_INDUCTOR_L2_BYTES=524288 RVV_INDUCTOR_UPSTREAM_BLOCKING=$upstream
-                python3 bench/prefill.py --threads "$T" --m "$ms" --shapes "$shapes")
+                python3 bench/prefill.py --threads "$T" --m "$ms" --shapes "$shapes" --path "$path")
     if [ $count_only = 0 ]; then
       rvv_log "prefill ($blocking blocking): warm pass, $T thread(s)"
       RV64_QEMU=$RVV_BENCH_QEMU10 scripts/rv64 --vlen 256 "${envs[@]}" >"$f.warm.stdout" 2>"$f.warm.log" </dev/null
