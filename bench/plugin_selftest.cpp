@@ -10,6 +10,17 @@
 
 #include "rvv_inductor/markers.h"
 
+// Region 9 calls these two assembly functions, whose instruction counts are exact, so the
+// plugin's profile= output can be checked by function name (bench/profile_report.py):
+// rvv_prof_hot runs 1 + 2 * 1000 + 1 = 2002 instructions, rvv_prof_cold 10 + 1 = 11.
+extern "C" void rvv_prof_hot();
+extern "C" void rvv_prof_cold();
+__asm__(
+    ".text\n .globl rvv_prof_hot\n .type rvv_prof_hot, @function\n rvv_prof_hot:\n"
+    " li t2, 1000\n 1: addi t2, t2, -1\n bnez t2, 1b\n ret\n .size rvv_prof_hot, .-rvv_prof_hot\n"
+    " .globl rvv_prof_cold\n .type rvv_prof_cold, @function\n rvv_prof_cold:\n"
+    " .rept 10\n addi t2, t2, 1\n .endr\n ret\n .size rvv_prof_cold, .-rvv_prof_cold\n");
+
 alignas(64) static uint16_t src[4096];
 alignas(64) static uint16_t dst[4096];
 alignas(64) static uint32_t words[1024];
@@ -109,6 +120,14 @@ int main() {
         "xori x0, x0, 8\n" ::"r"(words)
         : "v2", "v3", "memory");
   }
+
+  // Region 9: two calls; the profile charges 2002 to rvv_prof_hot and 11 to rvv_prof_cold.
+  __asm__ volatile(
+      "ori x0, x0, 9\n"
+      "jal ra, rvv_prof_hot\n"
+      "jal ra, rvv_prof_cold\n"
+      "xori x0, x0, 9\n" ::
+          : "t2", "ra", "memory");
 
   std::printf("{\"vlen\": %lu}\n", vlenb * 8);
   return 0;

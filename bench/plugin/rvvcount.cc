@@ -43,6 +43,12 @@
 //   vtype=track|read  how vtype is known: decoded from vsetvli/vsetivli immediates
 //                 (track, the only choice on API 1) or read from the vtype CSR (read,
 //                 API >= 3; tracking still runs and disagreements are counted)
+//   profile=FILE  where region instructions execute: one line per code location that ran
+//                 inside a region, "insns<TAB>file<TAB>file_offset<TAB>guest_vaddr", most
+//                 first. The location is the host mapping of the guest code (linux-user
+//                 maps guest files into QEMU's own address space, so /proc/self/maps names
+//                 the file), summed over all threads and regions; bench/profile_report.py
+//                 turns file offsets into function names.
 
 #include <glib.h>
 #include <algorithm>
@@ -378,6 +384,7 @@ struct Config {
   uint64_t l1_size = 32768, l2_size = 524288;
   unsigned l1_ways = 8, l1_line = 64, l2_ways = 16, l2_line = 64;
   bool cache = true, hist = false, read_vtype = false, kv = false;
+  std::string profile;
 } cfg;
 
 // ---------------------------------------------------------------- translation-time data
@@ -392,6 +399,9 @@ struct Segment {
   int marker = 0, marker_id = 0;
   int vset = 0;  // last instruction is vsetvl(i): 1 immediate, 2 register form
   VType vset_vtype;
+  // profile=: where the segment's code lives and how many of its instructions ran in regions.
+  uint64_t haddr = 0, vaddr = 0, n_charged = 0;
+  mutable std::atomic<uint64_t> prof{0};
 };
 
 // What one region id accumulated over its calls.
@@ -621,6 +631,7 @@ void on_segment(unsigned vcpu_index, void *udata) {
       if (h >= v->hist.size()) v->hist.resize(h + 1);
       v->hist[h]++;
     }
+    if (s->n_charged && !cfg.profile.empty()) s->prof.fetch_add(s->n_charged, std::memory_order_relaxed);
     release(v);
   }
   if (s->vset == 1) v->vt = s->vset_vtype;
@@ -712,6 +723,10 @@ void on_tb_trans(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
       seg = made.back().get();
       seg->marker = d.marker;
       seg->marker_id = d.marker_id;
+      if (!cfg.profile.empty()) {
+        seg->haddr = uint64_t(uintptr_t(qemu_plugin_insn_haddr(insn)));
+        seg->vaddr = qemu_plugin_insn_vaddr(insn);
+      }
     }
     if (d.marker) continue;  // markers are not charged
     seg->cls[d.cls]++;
@@ -722,6 +737,7 @@ void on_tb_trans(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     } else if (d.vset == 2) {
       seg->vset = 2;
     }
+    seg->n_charged++;
     if (cfg.hist) seg->hist_ids.push_back(hist_id(mnemonic(insn)));
     if (d.mem)
       qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
@@ -887,6 +903,56 @@ void emit_counters(Emitter &e, const Counters &c, uint64_t calls, bool with_hist
   }
 }
 
+// profile=: segments -> (file, offset) through QEMU's own /proc/self/maps (the guest's
+// file mappings are host mappings in linux-user). Called with g_mu held.
+void write_profile() {
+  struct Map {
+    uint64_t lo, hi, off;
+    std::string path;
+  };
+  std::vector<Map> maps;
+  if (FILE *f = fopen("/proc/self/maps", "r")) {
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+      unsigned long long lo, hi, off;
+      int n = 0;
+      if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &n) < 3) continue;
+      std::string path = n ? std::string(line + n) : std::string();
+      while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+      maps.push_back(Map{lo, hi, off, path.empty() ? "[anon]" : path});
+    }
+    fclose(f);
+  }
+  std::map<std::pair<std::string, uint64_t>, std::pair<uint64_t, uint64_t>> by_loc;  // -> (insns, vaddr)
+  for (auto &sp : g_segments) {
+    uint64_t n = sp->prof.load(std::memory_order_relaxed);
+    if (!n) continue;
+    std::string path = "[unmapped]";
+    uint64_t off = sp->vaddr;
+    for (const Map &m : maps)
+      if (sp->haddr >= m.lo && sp->haddr < m.hi) {
+        path = m.path;
+        off = sp->haddr - m.lo + m.off;
+        break;
+      }
+    auto &slot = by_loc[{path, off}];
+    slot.first += n;  // a TB translated again lands on the same location
+    slot.second = sp->vaddr;
+  }
+  std::vector<std::pair<uint64_t, std::pair<std::string, uint64_t>>> rows;
+  for (auto &kv : by_loc) rows.push_back({kv.second.first, kv.first});
+  std::sort(rows.rbegin(), rows.rend());
+  FILE *f = fopen(cfg.profile.c_str(), "w");
+  if (!f) {
+    fprintf(stderr, "rvvcount: cannot write %s\n", cfg.profile.c_str());
+    return;
+  }
+  for (auto &r : rows)
+    fprintf(f, "%" PRIu64 "\t%s\t0x%" PRIx64 "\t0x%" PRIx64 "\n", r.first, r.second.first.c_str(), r.second.second,
+            by_loc[r.second].second);
+  if (fclose(f) != 0) fprintf(stderr, "rvvcount: cannot write %s\n", cfg.profile.c_str());
+}
+
 void on_exit(qemu_plugin_id_t, void *) {
   Emitter e(cfg.kv);
   e.open("");
@@ -904,6 +970,7 @@ void on_exit(qemu_plugin_id_t, void *) {
   e.str("vtype_source", cfg.read_vtype ? "csr" : "decode");
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_open.load()) g_notes["region still open at exit (not reported)"]++;
+  if (!cfg.profile.empty()) write_profile();
   e.open("notes");
   for (auto &n : g_notes) e.num(n.first, n.second);
   e.close();
@@ -1001,6 +1068,7 @@ extern "C" QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const
     else if (k == "l2") ok = parse_cache(v, &cfg.l2_size, &cfg.l2_ways, &cfg.l2_line);
     else if (k == "cache") ok = qemu_plugin_bool_parse(a, v, &cfg.cache);
     else if (k == "hist") ok = qemu_plugin_bool_parse(a, v, &cfg.hist);
+    else if (k == "profile") ok = *v != 0, cfg.profile = v;
     else if (k == "format") {
       if (!strcmp(v, "kv")) cfg.kv = true;
       else if (!strcmp(v, "json")) cfg.kv = false;

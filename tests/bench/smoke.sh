@@ -61,7 +61,7 @@ for q in 10 72; do
   vt=track
   [ $q = 10 ] && vt=read
   out="$work/selftest$q.kv"
-  QEMU_CPU=$CPU256 "$qemu" -L "$SYSROOT" -plugin "$plugin,vlen=256,format=kv,vtype=$vt,out=$out" \
+  QEMU_CPU=$CPU256 "$qemu" -L "$SYSROOT" -plugin "$plugin,vlen=256,format=kv,vtype=$vt,out=$out,profile=$out.prof" \
     "$BUILD/bench/plugin_selftest" >/dev/null
   l="qemu $q"
   expect "$out" regions.1.insns 100 "$l scalar block"
@@ -95,6 +95,22 @@ for q in 10 72; do
   expect "$out" regions.8.calls 2 "$l whole-register load, twice"
   expect "$out" regions.8.vregops 4.000 "$l whole-register load, twice"
   expect "$out" regions.8.bytes_read 128 "$l whole-register load, twice"
+  expect "$out" regions.9.insns 2015 "$l two calls (jal + 2002 + jal + 11)"
+  # profile=: every region instruction is located, and the two assembly functions are
+  # named with their exact counts (symbols from the program's own ELF).
+  python3 bench/profile_report.py "$out.prof" --top 1000 --json "$out.prof.json" >/dev/null ||
+    fail "$l profile_report failed"
+  python3 - "$out" "$out.prof.json" "$l" <<'PY' && pass "$l profile: region total and rvv_prof_hot/cold counts" || fail "$l profile does not match"
+import json, sys
+kv = dict(line.split(" ", 1) for line in open(sys.argv[1]).read().splitlines() if line.startswith("regions."))
+total = sum(int(v) for k, v in kv.items() if k.count(".") == 2 and k.endswith(".insns"))
+r = json.load(open(sys.argv[2]))
+f = {x["function"]: x["insns"] for x in r["functions"]}
+ok = r["total_insns"] == total and f.get("rvv_prof_hot") == 2002 and f.get("rvv_prof_cold") == 11
+if not ok:
+    print(sys.argv[3], "profile total", r["total_insns"], "regions", total, "hot", f.get("rvv_prof_hot"), "cold", f.get("rvv_prof_cold"))
+sys.exit(0 if ok else 1)
+PY
 done
 
 echo "== one Linear shape, M=1 K=1536 N=2048, VLEN 256"
