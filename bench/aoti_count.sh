@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Per-decode-token counts of an AOTInductor package run by rvv-generate (issue 16), with a
+# profile of where the instructions go (function and library), at Qwen2.5-1.5B dimensions.
+#
+#   bench/aoti_count.sh [--layers 1,2] [--cache 64] [--weights bf16] [--threads 1]
+#                       [--vocab 1024] [--steps 5] [--out bench/results/aoti] [--report-only]
+#
+# For each layer count L: a random Qwen2 model with the 1.5B dimensions (hidden 1536,
+# FFN 8960, 12/2 heads) and L layers, the vocabulary cut to --vocab so the package stays
+# small, saved with save_pretrained; `python3 -m rvv_inductor export` (its default gate,
+# --max-cache-len --cache, --threads); then rvv-generate under QEMU 10 with the rvvcount
+# plugin (VLEN 256), `--region 1` around each decode step (4-token prompt, --steps new
+# tokens, --ignore-eos) and `profile=`. Writes $out/raw/L<L>-<weights>-c<cache>-t<T>.*
+# and $out/report.md (bench/aoti_report.py). The export is the slow part (~6-10 min
+# of emulated g++ per package); packages are kept in build/aoti-count/ and reused.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib/common.sh"
+cd "$RVV_REPO"
+
+layers=1,2 cache=64 weights=bf16 threads=1 vocab=1024 steps=5 out=bench/results/aoti report_only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --layers) layers=$2; shift 2 ;;
+    --cache) cache=$2; shift 2 ;;
+    --weights) weights=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --vocab) vocab=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --report-only) report_only=1; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) rvv_die "bench/aoti_count.sh: unknown option $1" ;;
+  esac
+done
+mkdir -p "$out/raw"
+out=$(realpath "$out")
+if [ $report_only = 0 ]; then
+  [ "$RVV_HOST_ARCH" = x86_64 ] || rvv_die "bench/aoti_count.sh needs QEMU (x86_64 host)"
+  scripts/setup >/dev/null
+  scripts/build-qemu-plugins >/dev/null
+  source "$RVV_CACHE/bench/env"
+  root=$(rvv_rootfs_dir)
+  cmake -S . -B build/rv64 -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C build/rv64 rvv_inductor_core >/dev/null
+  cmake -S . -B build/bench-rv64 -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake \
+    -DCMAKE_BUILD_TYPE=Release -DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON -DRVV_BENCH_TORCH_SYSROOT="$root" \
+    >/dev/null && ninja -C build/bench-rv64 rvv-generate >/dev/null
+  gen=$RVV_REPO/build/bench-rv64/tools/rvv_generate/rvv-generate
+  work=$RVV_REPO/build/aoti-count
+  mkdir -p "$work"
+  py=(env PYTHONPATH="$RVV_REPO/python" RVV_INDUCTOR_LIB="$RVV_REPO/build/rv64/csrc/librvv_inductor_core.so"
+      TORCHINDUCTOR_CACHE_DIR="$work/inductor-cache" python3)
+  rev=$(git rev-parse --short HEAD)
+  for L in ${layers//,/ }; do
+    tag="L$L-$weights-c$cache-t$threads"
+    model="$work/model-L$L-v$vocab"
+    pkg="$work/$tag.pt2"
+    if [ ! -f "$model/config.json" ]; then
+      rvv_log "aoti: building the $L-layer model ($model)"
+      scripts/rv64 --vlen 256 "${py[@]}" - "$model" "$L" "$vocab" <<'PY'
+import sys
+from rvv_inductor.demo import models
+d, L, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cfg = models.config_dict("qwen2.5-1.5b", L)
+cfg["vocab_size"] = V
+models.build({"seed": 0, "config": cfg}).save_pretrained(d)
+PY
+    fi
+    if [ ! -f "$pkg" ]; then
+      rvv_log "aoti: exporting $tag (emulated g++: ~6-10 min)"
+      scripts/rv64 --vlen 256 "${py[@]}" -m rvv_inductor export "$model" --weights "$weights" \
+        --max-cache-len "$cache" --threads "$threads" -o "$pkg" >"$out/raw/$tag.export.log" 2>&1
+    fi
+    rvv_log "aoti: counting $tag ($steps decode steps)"
+    f="$out/raw/$tag"
+    RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
+      QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$f.plugin.json,vlen=256,dlen=128,vtype=read,profile=$f.profile.tsv" \
+      scripts/rv64 --vlen 256 env OMP_WAIT_POLICY=passive "$gen" "$pkg" --prompt-ids 1,2,3,4 \
+      --max-new-tokens "$steps" --ignore-eos --region 1 --threads "$threads" >"$f.stdout" 2>"$f.log" </dev/null
+    python3 bench/profile_report.py "$f.profile.tsv" --sysroot "$root" --top 60 --json "$f.profile.json" \
+      >"$f.profile.txt"
+    python3 - "$f" "$rev" "$L" "$cache" "$weights" "$threads" "$vocab" <<'PY'
+import json, sys
+f, rev, L, cache, weights, T, V = sys.argv[1:8]
+plugin = json.load(open(f + ".plugin.json"))
+json.dump({"rev": rev, "layers": int(L), "cache": int(cache), "weights": weights, "threads": int(T),
+           "vocab": int(V), "stdout": open(f + ".stdout").read(), "plugin": plugin,
+           "profile": json.load(open(f + ".profile.json"))}, open(f + ".json", "w"), indent=0)
+PY
+    rm -f "$f.plugin.json" "$f.profile.json" "$f.profile.tsv"
+  done
+fi
+python3 bench/aoti_report.py "$out"

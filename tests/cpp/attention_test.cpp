@@ -1,0 +1,215 @@
+// The decode attention kernel (attention.h, rvv/attention_bf16.h): the scalar kernel and
+// the RVV header compiled with and without hardware BF16, against an FP64 reference
+// written here from the definition (softmax over the masked positions, GQA head mapping).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention_entries.h"
+#include "rvv_inductor/attention.h"
+#include "test_util.h"
+
+namespace {
+
+using rvv_inductor::AttentionArgs;
+using testutil::bf16_round_double;
+using testutil::bf16_value;
+
+using AttnFn = void (*)(const AttentionArgs&, int);
+
+void scalar_entry(const AttentionArgs& a, int) { ASSERT_TRUE(rvv_inductor::attention_bf16_scalar(a)); }
+
+struct Impl {
+  const char* name;
+  AttnFn fn;
+};
+
+std::vector<Impl> implementations() {
+  std::vector<Impl> out{{"scalar", scalar_entry}};
+#if defined(__riscv)
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (hw.has_v) out.push_back({"rvv", attention_entry_rvv});
+  if (hw.has_v && hw.has_zvfbfmin && hw.has_zvfbfwma) out.push_back({"rvv_zvfbf", attention_entry_rvv_zvfbf});
+#endif
+  return out;
+}
+
+enum class MaskKind { kNone, kPrefix, kHoles, kPerHead, kEmptyRow };
+
+struct Case {
+  int64_t B, H, Hkv, T, L, D;
+  MaskKind mask;
+  int64_t pad;  // extra elements per K/V row and per q head (strided operands)
+};
+
+std::string describe(const Case& c) {
+  return "B" + std::to_string(c.B) + " H" + std::to_string(c.H) + "/" + std::to_string(c.Hkv) + " T" +
+         std::to_string(c.T) + " L" + std::to_string(c.L) + " D" + std::to_string(c.D) + " mask" +
+         std::to_string(int(c.mask)) + " pad" + std::to_string(c.pad);
+}
+
+// Normal values rounded to bf16: softmax inputs of a realistic spread.
+std::vector<uint16_t> normal_bf16(std::mt19937& rng, size_t n, double sd) {
+  std::normal_distribution<double> dist(0.0, sd);
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = bf16_round_double(dist(rng));
+  return v;
+}
+
+struct Problem {
+  Case c;
+  std::vector<uint16_t> q, k, v;
+  std::vector<unsigned char> mask;  // bool storage
+  int64_t m_sh = 0;
+  AttentionArgs args(std::vector<uint16_t>& out) const {
+    AttentionArgs a;
+    const int64_t D = c.D, qd = D + c.pad, kd = D + c.pad;
+    // q as the transposed view transformers passes: [B, H, T, D] over [B, T, H, qd] storage.
+    a.q = q.data();
+    a.q_sb = c.T * c.H * qd;
+    a.q_sh = qd;
+    a.q_st = c.H * qd;
+    a.k = k.data();
+    a.k_sb = c.Hkv * c.L * kd;
+    a.k_sh = c.L * kd;
+    a.k_sl = kd;
+    a.v = v.data();
+    a.v_sb = a.k_sb;
+    a.v_sh = a.k_sh;
+    a.v_sl = kd;
+    if (c.mask != MaskKind::kNone) {
+      a.mask = reinterpret_cast<const bool*>(mask.data());
+      a.m_sh = m_sh;
+      a.m_st = c.L;
+      a.m_sb = (m_sh ? c.H : 1) * c.T * c.L;
+      a.m_sl = 1;
+    }
+    a.out = out.data();
+    a.B = c.B, a.H = c.H, a.Hkv = c.Hkv, a.T = c.T, a.L = c.L, a.D = D;
+    a.scale = float(1.0 / std::sqrt(double(D)));
+    return a;
+  }
+};
+
+Problem make(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problem p{c, {}, {}, {}, {}, 0};
+  const int64_t qd = c.D + c.pad, kd = c.D + c.pad;
+  p.q = normal_bf16(rng, size_t(c.B * c.T * c.H * qd), 1.0);
+  p.k = normal_bf16(rng, size_t(c.B * c.Hkv * c.L * kd), 1.0);
+  p.v = normal_bf16(rng, size_t(c.B * c.Hkv * c.L * kd), 1.0);
+  const int64_t mh = c.mask == MaskKind::kPerHead ? c.H : 1;
+  p.m_sh = c.mask == MaskKind::kPerHead ? c.T * c.L : 0;
+  p.mask.assign(size_t(c.B * mh * c.T * c.L), 0);
+  for (int64_t b = 0; b < c.B; b++)
+    for (int64_t h = 0; h < mh; h++)
+      for (int64_t t = 0; t < c.T; t++)
+        for (int64_t l = 0; l < c.L; l++) {
+          bool on = true;
+          const int64_t pos = c.L / 2 + t;  // the query's position in a half-filled cache
+          switch (c.mask) {
+            case MaskKind::kNone: break;
+            case MaskKind::kPrefix: on = l <= pos; break;
+            case MaskKind::kHoles: on = l <= pos && (rng() % 3 != 0 || l == 0); break;
+            case MaskKind::kPerHead: on = l <= (pos + h) % c.L; break;
+            case MaskKind::kEmptyRow: on = t != 0 && l <= pos; break;
+          }
+          p.mask[size_t(((b * mh + h) * c.T + t) * c.L + l)] = on;
+        }
+  return p;
+}
+
+// FP64 reference of out[b, t, h, :]; empty mask rows give zeros (the kernel's contract).
+std::vector<double> reference(const Problem& p) {
+  const Case& c = p.c;
+  std::vector<uint16_t> dummy(size_t(c.B * c.T * c.H * c.D));
+  const AttentionArgs a = p.args(dummy);
+  std::vector<double> out(size_t(c.B * c.T * c.H * c.D), 0.0);
+  const int64_t G = c.H / c.Hkv;
+  for (int64_t b = 0; b < c.B; b++)
+    for (int64_t t = 0; t < c.T; t++)
+      for (int64_t h = 0; h < c.H; h++) {
+        const int64_t hk = h / G;
+        std::vector<double> s(size_t(c.L));
+        std::vector<bool> on(size_t(c.L));
+        double mx = -INFINITY;
+        for (int64_t l = 0; l < c.L; l++) {
+          on[size_t(l)] = !a.mask || a.mask[b * a.m_sb + h * a.m_sh + t * a.m_st + l * a.m_sl];
+          if (!on[size_t(l)]) continue;
+          double d = 0;
+          for (int64_t i = 0; i < c.D; i++)
+            d += bf16_value(a.q[b * a.q_sb + h * a.q_sh + t * a.q_st + i]) *
+                 bf16_value(a.k[b * a.k_sb + hk * a.k_sh + l * a.k_sl + i]);
+          s[size_t(l)] = d * double(a.scale);
+          mx = std::max(mx, s[size_t(l)]);
+        }
+        double sum = 0;
+        std::vector<double> acc(size_t(c.D), 0.0);
+        for (int64_t l = 0; l < c.L; l++) {
+          if (!on[size_t(l)]) continue;
+          const double e = std::exp(s[size_t(l)] - mx);
+          sum += e;
+          for (int64_t i = 0; i < c.D; i++) acc[size_t(i)] += e * bf16_value(a.v[b * a.v_sb + hk * a.v_sh + l * a.v_sl + i]);
+        }
+        for (int64_t i = 0; i < c.D; i++)
+          out[size_t(((b * c.T + t) * c.H + h) * c.D + i)] = sum > 0 ? acc[size_t(i)] / sum : 0.0;
+      }
+  return out;
+}
+
+const Case kCases[] = {
+    {1, 12, 2, 1, 64, 128, MaskKind::kPrefix, 0},    // Qwen2.5-1.5B decode, G = 6 (blocks 4 + 2)
+    {1, 14, 2, 1, 37, 64, MaskKind::kPrefix, 0},     // Qwen2.5-0.5B heads, G = 7 (4 + 3)
+    {1, 12, 2, 1, 64, 128, MaskKind::kNone, 0},      // no mask: every position
+    {2, 4, 4, 3, 20, 32, MaskKind::kHoles, 8},       // MHA, 3 query rows, batch 2, strided
+    {1, 8, 1, 2, 300, 80, MaskKind::kHoles, 0},      // D = 80: a tail at every VLEN; long cache
+    {1, 6, 2, 2, 17, 128, MaskKind::kPerHead, 4},    // a different mask per head
+    {1, 4, 2, 2, 9, 16, MaskKind::kEmptyRow, 0},     // row t = 0 attends to nothing: zeros
+    {1, 3, 3, 1, 1, 16, MaskKind::kPrefix, 0},       // a single cache position
+};
+
+TEST(Attention, MatchesFp64Reference) {
+  uint32_t seed = 1;
+  for (const Case& c : kCases) {
+    const Problem p = make(c, seed++);
+    const std::vector<double> ref = reference(p);
+    for (const Impl& impl : implementations()) {
+      std::vector<uint16_t> out(size_t(c.B * c.T * c.H * c.D), 0x7FC0);
+      impl.fn(p.args(out), 1);
+      int bad = 0;
+      double worst = 0;
+      for (size_t i = 0; i < out.size(); i++) {
+        const double got = bf16_value(out[i]);
+        // The output's own BF16 rounding (2^-9 relative) plus FP32 arithmetic: ~2^-8.
+        const double tol = std::ldexp(std::fabs(ref[i]), -8) + 1e-4;
+        const double err = std::fabs(got - ref[i]);
+        worst = std::max(worst, err / tol);
+        if (!(err <= tol) && bad++ < 3)
+          ADD_FAILURE() << impl.name << " " << describe(c) << " element " << i << ": " << got << " vs " << ref[i];
+      }
+      EXPECT_EQ(bad, 0) << impl.name << " " << describe(c) << " (worst error / tolerance " << worst << ")";
+    }
+  }
+}
+
+TEST(Attention, RejectsMalformedProblems) {
+  std::vector<uint16_t> buf(64);
+  AttentionArgs a;
+  a.q = a.k = a.v = buf.data();
+  a.out = buf.data();
+  a.B = 1, a.H = 3, a.Hkv = 2, a.T = 1, a.L = 4, a.D = 8;
+  EXPECT_EQ(rvv_inductor::attention_check(a), "H is not a multiple of Hkv");
+  a.H = 4;
+  EXPECT_EQ(rvv_inductor::attention_check(a), "");
+  a.L = 0;
+  EXPECT_EQ(rvv_inductor::attention_check(a), "empty or negative size");
+  a.L = 4;
+  a.k = nullptr;
+  EXPECT_EQ(rvv_inductor::attention_check(a), "null pointer");
+}
+
+}  // namespace
