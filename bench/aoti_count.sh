@@ -3,7 +3,8 @@
 # profile of where the instructions go (function and library), at Qwen2.5-1.5B dimensions.
 #
 #   bench/aoti_count.sh [--layers 1,2] [--cache 64] [--weights bf16] [--threads 1]
-#                       [--vocab 1024] [--steps 5] [--out bench/results/aoti] [--report-only]
+#                       [--vocab 1024] [--steps 5] [--attention rvv|sdpa] [--out bench/results/aoti]
+#                       [--report-only]
 #
 # For each layer count L: a random Qwen2 model with the 1.5B dimensions (hidden 1536,
 # FFN 8960, 12/2 heads) and L layers, the vocabulary cut to --vocab so the package stays
@@ -17,13 +18,14 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 cd "$RVV_REPO"
 
-layers=1,2 cache=64 weights=bf16 threads=1 vocab=1024 steps=5 out=bench/results/aoti report_only=0
+layers=1,2 cache=64 weights=bf16 threads=1 vocab=1024 steps=5 out=bench/results/aoti report_only=0 attention=
 while [ $# -gt 0 ]; do
   case "$1" in
     --layers) layers=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --weights) weights=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --attention) attention=$2; shift 2 ;;
     --vocab) vocab=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -52,24 +54,17 @@ if [ $report_only = 0 ]; then
       TORCHINDUCTOR_CACHE_DIR="$work/inductor-cache" python3)
   rev=$(git rev-parse --short HEAD)
   for L in ${layers//,/ }; do
-    tag="L$L-$weights-c$cache-t$threads"
+    tag="L$L-$weights-c$cache-t$threads${attention:+-$attention}"
     model="$work/model-L$L-v$vocab"
     pkg="$work/$tag.pt2"
     if [ ! -f "$model/config.json" ]; then
       rvv_log "aoti: building the $L-layer model ($model)"
-      scripts/rv64 --vlen 256 "${py[@]}" - "$model" "$L" "$vocab" <<'PY'
-import sys
-from rvv_inductor.demo import models
-d, L, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-cfg = models.config_dict("qwen2.5-1.5b", L)
-cfg["vocab_size"] = V
-models.build({"seed": 0, "config": cfg}).save_pretrained(d)
-PY
+      scripts/rv64 --vlen 256 "${py[@]}" bench/aoti_model.py "$model" "$L" "$vocab" </dev/null
     fi
     if [ ! -f "$pkg" ]; then
       rvv_log "aoti: exporting $tag (emulated g++: ~6-10 min)"
       scripts/rv64 --vlen 256 "${py[@]}" -m rvv_inductor export "$model" --weights "$weights" \
-        --max-cache-len "$cache" --threads "$threads" -o "$pkg" >"$out/raw/$tag.export.log" 2>&1
+        --max-cache-len "$cache" --threads "$threads" ${attention:+--attention "$attention"} -o "$pkg" >"$out/raw/$tag.export.log" 2>&1
     fi
     rvv_log "aoti: counting $tag ($steps decode steps)"
     f="$out/raw/$tag"

@@ -26,6 +26,7 @@ graph without copying it through the runner every step.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -143,7 +144,7 @@ def target_isa() -> dict:
 
 
 def export(model, out: str, *, weights: str = "bf16", group_size: int | None = None, max_cache_len: int = 256,
-           chunk: int = 1, gate=None, keep_bf16=None, threads: int | None = None) -> dict:
+           chunk: int = 1, gate=None, keep_bf16=None, threads: int | None = None, attention: str = "rvv") -> dict:
     """Export ``model``'s decode step to the package ``out`` and return its metadata."""
     torch = _torch()
     import rvv_inductor
@@ -159,11 +160,15 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
         raise ExportError("this CPU has no V extension: a package would hold no RVV kernels")
     if gate is None:
         gate = _parse_gate(DEFAULT_GATE)
+    if attention not in ("rvv", "sdpa"):
+        raise ExportError(f"attention={attention!r}: choose 'rvv' (our decode kernel) or 'sdpa' (ATen's)")
     step = decode_step(model, max_cache_len)
     ids = torch.zeros(1, chunk, dtype=torch.long)
     pos = torch.arange(chunk, dtype=torch.long)
     t0 = time.time()
-    with torch.no_grad():
+    from . import attention as rvv_attention
+
+    with torch.no_grad(), (rvv_attention.use_in(model) if attention == "rvv" else contextlib.nullcontext()):
         ep = torch.export.export(step, (ids, pos), strict=False)
     t_export = time.time() - t0
 
@@ -172,7 +177,7 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     meta = {"format": FORMAT, "model": MODEL_NAME, "model_type": config.model_type,
             "vocab_size": int(config.vocab_size), "num_layers": int(config.num_hidden_layers),
             "max_cache_len": int(max_cache_len), "chunk": int(chunk), "weights": weights,
-            "group_size": group_size, "eos_token_ids": eos, **{f"isa_{k}": v for k, v in isa.items()},
+            "group_size": group_size, "eos_token_ids": eos, "attention": attention, **{f"isa_{k}": v for k, v in isa.items()},
             "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
             "threads_at_compile": None}
 
@@ -348,13 +353,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--gate", default=DEFAULT_GATE, help=f"which GEMMs go to RVV (default {DEFAULT_GATE})")
     p.add_argument("--threads", type=int, default=None, help="OpenMP threads the kernels are compiled for")
     p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4")
+    p.add_argument("--attention", choices=("rvv", "sdpa"), default="rvv",
+                   help="decode attention: rvv (csrc/rvv_inductor/attention.h, default) or sdpa (ATen's)")
     a = p.parse_args(argv)
     try:
         gate = _parse_gate(a.gate)
         model = load_model(a.source)
         keep = [model.lm_head] if a.keep_lm_head_bf16 and hasattr(model, "lm_head") else None
         meta = export(model, a.output, weights=a.weights, group_size=a.group_size, max_cache_len=a.max_cache_len,
-                      gate=gate, keep_bf16=keep, threads=a.threads)
+                      gate=gate, keep_bf16=keep, threads=a.threads, attention=a.attention)
     except (ExportError, ValueError) as e:
         print(f"export: {e}", file=sys.stderr)
         return 2

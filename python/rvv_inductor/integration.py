@@ -109,8 +109,8 @@ def _install(info: cpu.CpuInfo) -> dict:
     from torch._inductor.codegen import cpp_micro_gemm
     import torch.utils.cpp_extension as cpp_extension
 
-    from . import ops
-    from .inductor import cache_sizes, micro_gemm, packed_lowering, prefix_overlay, quant_lowering, routing, vec_isa
+    from . import attention, ops
+    from .inductor import attention_lowering, cache_sizes, micro_gemm, packed_lowering, prefix_overlay, quant_lowering, routing, vec_isa
 
     st = {"cpu": info, "vec_isa": None, "march": None, "micro_gemms": [], "routing": True}
     _patches.set(torch.cpu, "get_capabilities", cache_sizes.get_capabilities_wrapper(torch.cpu.get_capabilities))
@@ -137,6 +137,7 @@ def _install(info: cpu.CpuInfo) -> dict:
     st["weights"] = quant_lowering.get_spec().format
     lowerings = dict(routing.LOWERINGS)
     lowerings[ops.linear_packed] = packed_lowering.linear_packed_lowering
+    lowerings[attention.decode_attention] = attention_lowering.decode_attention_lowering
     for op, fn in lowerings.items():
         if op in lowering.user_lowerings:
             log.warning("rvv_inductor: replacing an existing user lowering for %s", op)
