@@ -72,8 +72,12 @@ if [ $report_only = 0 ]; then
       QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$f.plugin.json,vlen=256,dlen=128,vtype=read,profile=$f.profile.tsv" \
       scripts/rv64 --vlen 256 env OMP_WAIT_POLICY=passive "$gen" "$pkg" --prompt-ids 1,2,3,4 \
       --max-new-tokens "$steps" --ignore-eos --region 1 --threads "$threads" >"$f.stdout" 2>"$f.log" </dev/null
-    python3 bench/profile_report.py "$f.profile.tsv" --sysroot "$root" --top 60 --json "$f.profile.json" \
-      >"$f.profile.txt"
+    # The runner extracted the package to a temporary directory it deleted: extract it
+    # again so the package's .so can be named.
+    rm -rf "$work/$tag.x" && python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+      "$pkg" "$work/$tag.x"
+    python3 bench/profile_report.py "$f.profile.tsv" --sysroot "$root" --search "$work/$tag.x" --top 60 \
+      --json "$f.profile.json" >"$f.profile.txt"
     python3 - "$f" "$rev" "$L" "$cache" "$weights" "$threads" "$vocab" <<'PY'
 import json, sys
 f, rev, L, cache, weights, T, V = sys.argv[1:8]
@@ -82,7 +86,8 @@ json.dump({"rev": rev, "layers": int(L), "cache": int(cache), "weights": weights
            "vocab": int(V), "stdout": open(f + ".stdout").read(), "plugin": plugin,
            "profile": json.load(open(f + ".profile.json"))}, open(f + ".json", "w"), indent=0)
 PY
-    rm -f "$f.plugin.json" "$f.profile.json" "$f.profile.tsv"
+    rm -f "$f.plugin.json" "$f.profile.json"
+    gzip -f "$f.profile.tsv"
   done
 fi
 python3 bench/aoti_report.py "$out"

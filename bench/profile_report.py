@@ -7,10 +7,12 @@ offset is turned into the ELF virtual address of that file (its PT_LOAD headers)
 by ``llvm-symbolizer`` (the symbol tables the file has: a stripped Debian library still
 names its exported functions; the rest is "?? in <library>").
 
-    bench/profile_report.py PROFILE [--sysroot DIR] [--top 40] [--json OUT]
+    bench/profile_report.py PROFILE [--sysroot DIR] [--search DIR]... [--top 40] [--json OUT]
 
 ``--sysroot`` is prefixed to paths that do not exist as given (a profile taken in a
-chroot names files as the guest saw them). Host tools: llvm-readelf-19 and
+chroot names files as the guest saw them); ``--search DIR`` finds a file that is gone
+(an AOTInductor package's ``.so``, extracted to a temporary directory that the runner
+deleted) by its name under DIR. Host tools: llvm-readelf-19 and
 llvm-symbolizer-19 (``scripts/setup`` installs llvm-19).
 """
 from __future__ import annotations
@@ -84,7 +86,15 @@ def short(name: str, width: int = 110) -> str:
     return s if len(s) <= width else s[: width - 3] + "..."
 
 
-def report(profile: str, sysroot: str | None, top: int) -> dict:
+def find_by_name(name: str, dirs: list[str]) -> str | None:
+    for d in dirs:
+        for root, _, files in os.walk(d):
+            if name in files:
+                return os.path.join(root, name)
+    return None
+
+
+def report(profile: str, sysroot: str | None, top: int, search: list[str] | None = None) -> dict:
     rows = read_profile(profile)
     by_file = collections.defaultdict(list)
     for insns, path, off in rows:
@@ -97,6 +107,8 @@ def report(profile: str, sysroot: str | None, top: int) -> dict:
         if not os.path.exists(real) and sysroot:
             real = os.path.join(sysroot, path.lstrip("/"))
         lib = os.path.basename(path.replace(" (deleted)", ""))
+        if not os.path.isfile(real) and search:
+            real = find_by_name(lib, search) or real
         n_lib = sum(i for i, _ in locs)
         libs[lib] += n_lib
         total += n_lib
@@ -121,10 +133,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("profile")
     ap.add_argument("--sysroot")
+    ap.add_argument("--search", action="append", default=[], help="find missing files by name under DIR")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--json", help="also write the report as JSON")
     a = ap.parse_args(argv)
-    r = report(a.profile, a.sysroot, a.top)
+    r = report(a.profile, a.sysroot, a.top, a.search)
     t = r["total_insns"] or 1
     print(f"total instructions in regions: {r['total_insns']:,}")
     print("\nby library:")

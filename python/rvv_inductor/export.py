@@ -303,6 +303,19 @@ def scan_package(package: str, dest: str) -> dict:
         for m in re.finditer(AOTI_EXTERN_CALL, cpp.read_text(errors="replace")):
             calls[m.group(1) or m.group(2)] += 1
     report["extern_calls"] = dict(calls)
+    # Decode attention: our kernel (its marker in a kernel source, attention_lowering.py)
+    # or ATen's SDPA called by the wrapper (export --attention sdpa).
+    from .inductor import attention_lowering
+
+    marker = attention_lowering.MARKER.split("{")[0].strip()
+    report["attention"] = {
+        "rvv_kernels": sum(p.read_text(errors="replace").count(marker) for p in Path(dest).rglob("*.kernel.cpp")),
+        "aten_sdpa_calls": sum(len(re.findall(r"aoti_torch_cpu__scaled_dot_product\w*\(", p.read_text(errors="replace")))
+                               for p in Path(dest).rglob("*.wrapper.cpp")),
+        # A custom op left as an extern call (a lowering that fell back) goes through AOTI's
+        # proxy executor, which rvv-generate does not have.
+        "proxy_executor_calls": sum(p.read_text(errors="replace").count("aoti_torch_proxy_executor_call_function(")
+                                    for p in Path(dest).rglob("*.wrapper.cpp"))}
     report["package"] = package
     return report
 
@@ -334,10 +347,16 @@ def verify_main(argv: list[str]) -> int:
         for op in ("mm", "addmm"):
             if report["extern_calls"].get(op):
                 problems.append(f"the package calls ATen {op} {report['extern_calls'][op]} time(s)")
+        if report["attention"]["proxy_executor_calls"]:
+            problems.append(f"the package calls {report['attention']['proxy_executor_calls']} custom op(s) through "
+                            "AOTI's proxy executor (a lowering fell back), which rvv-generate cannot run")
         if a.json:
             print(json.dumps({**report, "problems": problems, "ok": not problems}, indent=2))
         else:
             print(verify._table(report, problems))
+            att = report["attention"]
+            print(f"decode attention: {att['rvv_kernels']} RVV kernel(s) (csrc/rvv_inductor/attention.h), "
+                  f"{att['aten_sdpa_calls']} ATen SDPA call(s)")
     return 1 if problems else 0
 
 

@@ -2,9 +2,14 @@
 // the way Inductor compiles generated code (-march=rv64gcv, and with Zvfbfmin/Zvfbfwma).
 // Call them only after detection confirmed the extensions.
 #pragma once
+#include <cstddef>
+
 #include "rvv_inductor/attention_args.h"
 
 #if defined(__riscv)
 void attention_entry_rvv(const rvv_inductor::AttentionArgs& a, int threads);
 void attention_entry_rvv_zvfbf(const rvv_inductor::AttentionArgs& a, int threads);
+// y = exp(x) by rvv/vec_exp.h (Inductor's Vectorized<float>::exp through inductor_vec_math.h).
+void exp_entry_rvv(const float* x, float* y, size_t n);
+void exp_entry_rvv_zvfbf(const float* x, float* y, size_t n);
 #endif

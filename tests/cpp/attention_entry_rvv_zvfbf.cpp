@@ -3,6 +3,7 @@
 #include <new>
 
 #include "rvv_inductor/attention.h"
+#include "rvv_inductor/rvv/vec_exp.h"
 
 #if !RVV_INDUCTOR_HAS_ZVFBFMIN
 #error "compile with Zvfbfmin"
@@ -10,4 +11,12 @@
 
 void attention_entry_rvv_zvfbf(const rvv_inductor::AttentionArgs& a, int threads) {
   if (!rvv_inductor::attention_bf16(a, threads)) throw std::bad_alloc();
+}
+
+void exp_entry_rvv_zvfbf(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n;) {
+    const size_t vl = __riscv_vsetvl_e32m2(n - i);
+    __riscv_vse32_v_f32m2(y + i, rvv_inductor::rvv::exp_f32m2(__riscv_vle32_v_f32m2(x + i, vl), vl), vl);
+    i += vl;
+  }
 }

@@ -212,4 +212,37 @@ TEST(Attention, RejectsMalformedProblems) {
   EXPECT_EQ(rvv_inductor::attention_check(a), "null pointer");
 }
 
+#if defined(__riscv)
+TEST(VecExp, MatchesLibmAndKeepsSpecialValues) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V: the vector exp is not used";
+  std::vector<float> x;
+  for (double v = -100.0; v <= 100.0; v += 0.0137) x.push_back(float(v));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, -87.33f, -87.34f, 0.34657359f, -0.34657359f})
+    x.push_back(v);
+  x.push_back(INFINITY);
+  x.push_back(-INFINITY);
+  x.push_back(NAN);
+  using Fn = void (*)(const float*, float*, size_t);
+  std::vector<std::pair<const char*, Fn>> fns{{"rvv", exp_entry_rvv}};
+  if (hw.has_zvfbfmin && hw.has_zvfbfwma) fns.push_back({"rvv_zvfbf", exp_entry_rvv_zvfbf});
+  for (auto& [name, fn] : fns) {
+    std::vector<float> y(x.size());
+    fn(x.data(), y.data(), x.size());
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); i++) {
+      const double want = std::exp(double(x[i]));
+      bool ok;
+      if (std::isnan(x[i])) ok = std::isnan(y[i]);
+      else if (x[i] > 88.72283905f) ok = std::isinf(y[i]) && y[i] > 0;  // overflows FLT_MAX
+      else if (x[i] < -87.33654475f) ok = y[i] == 0.0f;                  // below FLT_MIN: flushed
+      else ok = std::fabs(double(y[i]) - want) <= want * std::ldexp(1.0, -21);  // 4 ulp
+      if (!ok && bad++ < 5) ADD_FAILURE() << name << ": exp(" << x[i] << ") = " << y[i] << ", want " << want;
+    }
+    EXPECT_EQ(bad, 0) << name;
+  }
+}
+#endif
+
 }  // namespace

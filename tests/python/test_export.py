@@ -182,6 +182,9 @@ def test_verify_package(arch, packages):
     c = sos[0]["counts"]
     assert c.get("vfmacc", 0) + c.get("vfwmacc", 0) + c.get("vfwmaccbf16", 0) > 0
     assert meta["routing_entries"] > 0
+    # Attention runs our kernel (export's default --attention rvv), not ATen's SDPA.
+    assert meta["attention"] == "rvv"
+    assert report["attention"]["rvv_kernels"] >= 1 and report["attention"]["aten_sdpa_calls"] == 0, report["attention"]
 
 
 @needs_runner

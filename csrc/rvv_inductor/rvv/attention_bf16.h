@@ -19,6 +19,7 @@
 #include "rvv_inductor/attention_args.h"
 #include "rvv_inductor/attention_buffer.h"
 #include "rvv_inductor/rvv/bf16_widen.h"
+#include "rvv_inductor/rvv/vec_exp.h"
 
 RVV_INDUCTOR_BEGIN_NAMESPACE
 namespace rvv {
@@ -32,21 +33,21 @@ using AttnBf16 = Bf16Soft;
 constexpr int64_t kAttnMaxHeads = 4;  // query heads per work item (register budget: 4 x m4 accumulators)
 
 // exp(x) for the softmax's x = s - max <= 0: x = n ln2 + r, |r| <= ln2 / 2, a degree-6
-// polynomial for e^r (Cephes' expf coefficients, ~1 ulp), 2^n built in the exponent
+// polynomial for e^r (rvv/vec_exp.h's constants), 2^n built in the exponent
 // bits. Below -87.3 the result is clamped to ~2^-126 instead of 0: a term that small
 // does not change a sum that includes the maximum's 1.
 inline vfloat32m4_t exp_nonpos_f32m4(vfloat32m4_t x, size_t vl) {
   x = __riscv_vfmax_vf_f32m4(x, -87.3f, vl);
-  const vint32m4_t n = __riscv_vfcvt_x_f_v_i32m4(__riscv_vfmul_vf_f32m4(x, 1.44269504088896341f, vl), vl);
+  const vint32m4_t n = __riscv_vfcvt_x_f_v_i32m4(__riscv_vfmul_vf_f32m4(x, ExpConst::kLog2e, vl), vl);
   const vfloat32m4_t nf = __riscv_vfcvt_f_x_v_f32m4(n, vl);
-  vfloat32m4_t r = __riscv_vfnmsac_vf_f32m4(x, 0.693359375f, nf, vl);  // x - n ln2 (hi)
-  r = __riscv_vfnmsac_vf_f32m4(r, -2.12194440e-4f, nf, vl);          //       - n ln2 (lo)
-  vfloat32m4_t p = __riscv_vfmv_v_f_f32m4(1.9875691500e-4f, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), 1.3981999507e-3f, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), 8.3334519073e-3f, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), 4.1665795894e-2f, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), 1.6666665459e-1f, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), 5.0000001201e-1f, vl);
+  vfloat32m4_t r = __riscv_vfnmsac_vf_f32m4(x, ExpConst::kLn2Hi, nf, vl);  // x - n ln2 (hi)
+  r = __riscv_vfnmsac_vf_f32m4(r, ExpConst::kLn2Lo, nf, vl);          //       - n ln2 (lo)
+  vfloat32m4_t p = __riscv_vfmv_v_f_f32m4(ExpConst::kP0, vl);
+  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP1, vl);
+  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP2, vl);
+  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP3, vl);
+  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP4, vl);
+  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP5, vl);
   const vfloat32m4_t r2 = __riscv_vfmul_vv_f32m4(r, r, vl);
   p = __riscv_vfmadd_vv_f32m4(p, r2, __riscv_vfadd_vf_f32m4(r, 1.0f, vl), vl);  // p r^2 + r + 1
   const vint32m4_t e = __riscv_vsll_vx_i32m4(__riscv_vadd_vx_i32m4(n, 127, vl), 23, vl);

@@ -36,12 +36,20 @@ def _upstream_header() -> Path | None:
     return None
 
 
+# Right after the at::vec headers: our vector math for the generic Vectorized
+# (csrc/rvv_inductor/inductor_vec_math.h), before generated code instantiates it.
+_VEC_OLD = "#include <ATen/cpu/vec/functional.h>\n#include <ATen/cpu/vec/vec.h>\n"
+_VEC_NEW = _VEC_OLD + ("#if defined(CPU_CAPABILITY_RVV) && __has_include(<rvv_inductor/inductor_vec_math.h>)\n"
+                       "#include <rvv_inductor/inductor_vec_math.h>\n#endif\n")
+
+
 def patch(text: str) -> str | None:
-    """``cpp_prefix.h``'s text with CPU_CAPABILITY_RVV added to its vector gate, or None
-    unless the gate appears exactly once, exactly as in torch 2.14."""
-    if text.count(_GATE_OLD) != 1:
+    """``cpp_prefix.h``'s text with CPU_CAPABILITY_RVV added to its vector gate and our
+    vector math included after the at::vec headers, or None unless both places appear
+    exactly once, exactly as in torch 2.14."""
+    if text.count(_GATE_OLD) != 1 or text.count(_VEC_OLD) != 1:
         return None
-    return text.replace(_GATE_OLD, _GATE_NEW)
+    return text.replace(_GATE_OLD, _GATE_NEW).replace(_VEC_OLD, _VEC_NEW)
 
 
 def build() -> Path | None:

@@ -1,5 +1,5 @@
-"""inductor/prefix_overlay.py: the one-line edit of cpp_prefix.h's vector gate is applied
-only to exactly the text it expects."""
+"""inductor/prefix_overlay.py: the edits of cpp_prefix.h (RVV in the vector gate, our
+vector math after the at::vec headers) are applied only to exactly the text they expect."""
 from __future__ import annotations
 
 import glob
@@ -15,16 +15,19 @@ GATE = ("#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2) || \
         "    defined(CPU_CAPABILITY_VSX) || defined(CPU_CAPABILITY_SVE256) ||   \\\n"
         "    defined(CPU_CAPABILITY_SVE128)\n"
         "#define INDUCTOR_USE_VECTOR_TYPES() 1\n")
+VEC = "#include <ATen/cpu/vec/functional.h>\n#include <ATen/cpu/vec/vec.h>\n"
 
 
 def test_patch_adds_rvv_to_the_gate():
-    out = prefix_overlay.patch("// head\n" + GATE + "// tail\n")
-    assert out is not None and out.count("CPU_CAPABILITY_RVV") == 1
+    out = prefix_overlay.patch("// head\n" + GATE + VEC + "// tail\n")
+    assert out is not None and out.count("CPU_CAPABILITY_RVV") == 2
     assert "defined(CPU_CAPABILITY_SVE128) || defined(CPU_CAPABILITY_RVV)\n" in out
+    # the vector math comes right after the at::vec headers, only for RVV
+    assert VEC + "#if defined(CPU_CAPABILITY_RVV) && __has_include(<rvv_inductor/inductor_vec_math.h>)\n" in out
     assert out.startswith("// head\n") and out.endswith("// tail\n")
 
 
-@pytest.mark.parametrize("text", ["", GATE.replace("SVE128", "SVE64"), GATE + GATE])
+@pytest.mark.parametrize("text", ["", GATE.replace("SVE128", "SVE64") + VEC, GATE + GATE + VEC, GATE, GATE + VEC + VEC])
 def test_unexpected_text_is_left_alone(text):
     assert prefix_overlay.patch(text) is None
 
