@@ -33,10 +33,11 @@ def main(out: str) -> int:
              "Regenerate: `bench/aoti_count.sh` (options in its header); this file: `bench/aoti_report.py`.",
              "Qwen2.5-1.5B dimensions with the vocabulary cut (see each run), QEMU 10, VLEN 256,",
              "`--region 1` around each decode step; instructions per step (all threads).", "",
-             "| run | rev | layers | cache | weights | threads | steps | M insns / token | vector FMAs / token | DRAM read MB / token |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+             "| run | rev | attention | layers | cache | weights | threads | steps | M insns / token | vector FMAs / token | DRAM read MB / token |",
+             "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     for name, r, t in runs:
-        lines.append(f"| {name} | {r['rev']} | {r['layers']} | {r['cache']} | {r['weights']} | {r['threads']} | "
+        att = r.get("attention") or ("sdpa" if name.endswith("-sdpa") else "rvv")
+        lines.append(f"| {name} | {r['rev']} | {att} | {r['layers']} | {r['cache']} | {r['weights']} | {r['threads']} | "
                      f"{t['calls']} | {t['insns'] / 1e6:.2f} | {t['vfma'] / 1e6:.3f} | {t['dram'] / 1e6:.1f} |")
     for name, r, t in runs:
         lines += ["", f"## {name}: by library (M instructions per token)", "", "| library | M insns | share |",
