@@ -32,28 +32,6 @@ using AttnBf16 = Bf16Soft;
 
 constexpr int64_t kAttnMaxHeads = 4;  // query heads per work item (register budget: 4 x m4 accumulators)
 
-// exp(x) for the softmax's x = s - max <= 0: x = n ln2 + r, |r| <= ln2 / 2, a degree-6
-// polynomial for e^r (rvv/vec_exp.h's constants), 2^n built in the exponent
-// bits. Below -87.3 the result is clamped to ~2^-126 instead of 0: a term that small
-// does not change a sum that includes the maximum's 1.
-inline vfloat32m4_t exp_nonpos_f32m4(vfloat32m4_t x, size_t vl) {
-  x = __riscv_vfmax_vf_f32m4(x, -87.3f, vl);
-  const vint32m4_t n = __riscv_vfcvt_x_f_v_i32m4(__riscv_vfmul_vf_f32m4(x, ExpConst::kLog2e, vl), vl);
-  const vfloat32m4_t nf = __riscv_vfcvt_f_x_v_f32m4(n, vl);
-  vfloat32m4_t r = __riscv_vfnmsac_vf_f32m4(x, ExpConst::kLn2Hi, nf, vl);  // x - n ln2 (hi)
-  r = __riscv_vfnmsac_vf_f32m4(r, ExpConst::kLn2Lo, nf, vl);          //       - n ln2 (lo)
-  vfloat32m4_t p = __riscv_vfmv_v_f_f32m4(ExpConst::kP0, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP1, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP2, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP3, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP4, vl);
-  p = __riscv_vfadd_vf_f32m4(__riscv_vfmul_vv_f32m4(p, r, vl), ExpConst::kP5, vl);
-  const vfloat32m4_t r2 = __riscv_vfmul_vv_f32m4(r, r, vl);
-  p = __riscv_vfmadd_vv_f32m4(p, r2, __riscv_vfadd_vf_f32m4(r, 1.0f, vl), vl);  // p r^2 + r + 1
-  const vint32m4_t e = __riscv_vsll_vx_i32m4(__riscv_vadd_vx_i32m4(n, 127, vl), 23, vl);
-  return __riscv_vfmul_vv_f32m4(p, __riscv_vreinterpret_v_i32m4_f32m4(e), vl);
-}
-
 // Work items per (b, t, kv head): blocks of up to kAttnMaxHeads query heads, or one head
 // per item when the mask differs between heads (each head then has its own positions).
 inline int64_t attention_head_blocks(const AttentionArgs& a) {
@@ -130,11 +108,11 @@ inline bool attend_block(const AttentionArgs& a, int64_t b, int64_t t, int64_t h
     }
     const float m = __riscv_vfmv_f_s_f32m1_f32(mx);
     vfloat32m1_t sum = zero1;
-    for (int64_t j = 0; j < n;) {
-      const size_t vl = __riscv_vsetvl_e32m4(size_t(n - j));
-      const vfloat32m4_t p = exp_nonpos_f32m4(__riscv_vfsub_vf_f32m4(__riscv_vle32_v_f32m4(sg + j, vl), m, vl), vl);
-      __riscv_vse32_v_f32m4(sg + j, p, vl);
-      sum = __riscv_vfredusum_vs_f32m4_f32m1(p, sum, vl);
+    for (int64_t j = 0; j < n;) {  // rvv/vec_exp.h's exp (m2): one exp for all the vector code
+      const size_t vl = __riscv_vsetvl_e32m2(size_t(n - j));
+      const vfloat32m2_t p = exp_f32m2(__riscv_vfsub_vf_f32m2(__riscv_vle32_v_f32m2(sg + j, vl), m, vl), vl);
+      __riscv_vse32_v_f32m2(sg + j, p, vl);
+      sum = __riscv_vfredusum_vs_f32m2_f32m1(p, sum, vl);
       j += int64_t(vl);
     }
     inv[g] = 1.0f / __riscv_vfmv_f_s_f32m1_f32(sum);  // >= 1: the maximum's term is 1

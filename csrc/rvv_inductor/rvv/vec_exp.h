@@ -2,8 +2,7 @@
 // polynomial (~1-2 ulp over the normal range), 2^n built in the exponent bits.
 // exp_f32m2 is the general one (Inductor's Vectorized<float>::exp, inductor_vec_math.h):
 // +inf -> +inf, NaN -> NaN, x > 88.72 -> +inf, and x < -87.33 (where e^x is below FLT_MIN)
-// -> +0, so exp(-inf) = 0 as softmax needs. The attention kernel uses the shorter
-// non-positive form on m4 (attention_bf16.h) with the same constants.
+// -> +0, so exp(-inf) = 0 as softmax needs. The attention kernel's softmax uses it too.
 #pragma once
 #include "rvv_inductor/config.h"
 
