@@ -20,11 +20,8 @@ Three pieces:
 from __future__ import annotations
 
 import contextlib
-import logging
 
 import torch
-
-log = logging.getLogger("rvv_inductor")
 
 NAME = "rvv"  # the transformers attention implementation name
 _lib = torch.library.Library("rvv_inductor", "FRAGMENT")

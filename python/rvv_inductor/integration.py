@@ -109,7 +109,7 @@ def _install(info: cpu.CpuInfo) -> dict:
     from torch._inductor.codegen import cpp_micro_gemm
     import torch.utils.cpp_extension as cpp_extension
 
-    from . import attention, ops
+    from . import ops, attention  # ops defines the rvv_inductor library, attention adds to it
     from .inductor import attention_lowering, cache_sizes, micro_gemm, packed_lowering, prefix_overlay, quant_lowering, routing, vec_isa
 
     st = {"cpu": info, "vec_isa": None, "march": None, "micro_gemms": [], "routing": True}
