@@ -298,24 +298,26 @@ def scan_package(package: str, dest: str) -> dict:
     report["shared_objects"] = sos
     for k in report["kernels"]:
         k["built"] = k["built"] or any((Path(dest) / k["source"]).parent.glob("*.so"))
-    calls = collections.Counter(report["extern_calls"])
-    for cpp in Path(dest).rglob("*.cpp"):
-        for m in re.finditer(AOTI_EXTERN_CALL, cpp.read_text(errors="replace")):
-            calls[m.group(1) or m.group(2)] += 1
-    report["extern_calls"] = dict(calls)
-    # Decode attention: our kernel (its marker in a kernel source, attention_lowering.py)
-    # or ATen's SDPA called by the wrapper (export --attention sdpa).
+    # One read of each generated source: ATen GEMM calls anywhere; decode attention, our
+    # kernel (its marker in a kernel source, attention_lowering.py) or ATen's SDPA called
+    # by the wrapper (export --attention sdpa); custom ops left as extern calls (a lowering
+    # that fell back), which go through AOTI's proxy executor that rvv-generate lacks.
     from .inductor import attention_lowering
 
     marker = attention_lowering.MARKER.split("{")[0].strip()
-    report["attention"] = {
-        "rvv_kernels": sum(p.read_text(errors="replace").count(marker) for p in Path(dest).rglob("*.kernel.cpp")),
-        "aten_sdpa_calls": sum(len(re.findall(r"aoti_torch_cpu__scaled_dot_product\w*\(", p.read_text(errors="replace")))
-                               for p in Path(dest).rglob("*.wrapper.cpp")),
-        # A custom op left as an extern call (a lowering that fell back) goes through AOTI's
-        # proxy executor, which rvv-generate does not have.
-        "proxy_executor_calls": sum(p.read_text(errors="replace").count("aoti_torch_proxy_executor_call_function(")
-                                    for p in Path(dest).rglob("*.wrapper.cpp"))}
+    calls = collections.Counter(report["extern_calls"])
+    att = {"rvv_kernels": 0, "aten_sdpa_calls": 0, "proxy_executor_calls": 0}
+    for cpp in Path(dest).rglob("*.cpp"):
+        text = cpp.read_text(errors="replace")
+        for m in re.finditer(AOTI_EXTERN_CALL, text):
+            calls[m.group(1) or m.group(2)] += 1
+        if cpp.name.endswith(".kernel.cpp"):
+            att["rvv_kernels"] += text.count(marker)
+        elif cpp.name.endswith(".wrapper.cpp"):
+            att["aten_sdpa_calls"] += len(re.findall(r"aoti_torch_cpu__scaled_dot_product\w*\(", text))
+            att["proxy_executor_calls"] += text.count("aoti_torch_proxy_executor_call_function(")
+    report["extern_calls"] = dict(calls)
+    report["attention"] = att
     report["package"] = package
     return report
 
