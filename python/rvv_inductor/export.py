@@ -183,6 +183,10 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
 
     rvv_inductor.enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16)
     opts = {"aot_inductor.package": True, "freezing": True,
+            # No precompiled header, so the generated code gets our vector exp (SiLU, softmax
+            # outside the attention kernel): GCC 16 crashes on RVV intrinsics over a PCH that
+            # declared them (vec_isa.build_arch_flags). One compile, so the PCH saves little.
+            "cpp_cache_precompile_headers": False, "aot_inductor.precompile_headers": False,
             # What rvv-generate checks before it loads the model's code (read from the archive).
             "aot_inductor.metadata": {"rvv_format": FORMAT, "rvv_march": isa["march"], "rvv_vlen": str(isa["vlen"]),
                                       "rvv_max_cache_len": str(max_cache_len), "rvv_vocab_size": str(config.vocab_size),

@@ -125,13 +125,10 @@ def _install(info: cpu.CpuInfo) -> dict:
         for cls, cfgs in micro_gemm.configs_for(info).items():
             _patches.set(cpp_micro_gemm.micro_gemm_configs, cls, cfgs)
             st["micro_gemms"].append(f"{cls.__name__}{tuple(cfgs[0].register_blocking)}")
-        # No precompiled cpp_prefix.h: the overlay now includes <riscv_vector.h> (our vector
-        # math, inductor_vec_math.h), and Debian's GCC 16 crashes (internal compiler error,
-        # segfault in the first RVV intrinsic of the kernel) when a TU uses RVV intrinsics on
-        # top of a PCH that declared them; measured on an AOTI export, reproducible, and gone
-        # without the PCH. Costs the AOTI/cpp_wrapper compiles the header parse (~1 min emulated).
-        _patches.set(inductor_config, "cpp_cache_precompile_headers", False)
-        _patches.set(inductor_config.aot_inductor, "precompile_headers", False)
+        # Inductor's precompiled cpp_prefix.h stays on: without it every kernel compile parses
+        # the ATen headers again (~3x the compile time under emulation). Our vector math
+        # (inductor_vec_math.h) is therefore compiled only where no header is precompiled:
+        # export turns both switches off for its one AOTI compile (see vec_isa.build_arch_flags).
         picked = cpu_vec_isa.pick_vec_isa()
         st["vec_isa"] = str(picked) if picked else None
     if inductor_config.post_grad_custom_post_pass is None:

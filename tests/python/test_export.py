@@ -27,6 +27,7 @@ import json
 import math
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,11 @@ def test_verify_package(arch, packages):
     # Attention runs our kernel (export's default --attention rvv), not ATen's SDPA.
     assert meta["attention"] == "rvv"
     assert report["attention"]["rvv_kernels"] >= 1 and report["attention"]["aten_sdpa_calls"] == 0, report["attention"]
+    # export compiles without a precompiled header, so SiLU's exp is our vector exp
+    # (inductor_vec_math.h), not libm's expf lane by lane.
+    with zipfile.ZipFile(pkg) as z:
+        sos = [n for n in z.namelist() if n.endswith(".so")]
+        assert sos and not [n for n in sos if b"expf" in z.read(n)]
 
 
 @needs_runner

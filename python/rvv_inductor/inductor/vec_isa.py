@@ -70,8 +70,8 @@ class VecRVV(cpu_vec_isa.VecISA):
         # Our vector math (inductor_vec_math.h) includes <riscv_vector.h> into cpp_prefix.h;
         # Debian's GCC 16 crashes (ICE) when a TU uses RVV intrinsics over a precompiled
         # cpp_prefix.h that did. So it is switched on only for compiles that precompile no
-        # header (enable() turns both precompile switches off; a compile that still has one
-        # on keeps ATen's libm exp: slower, not wrong).
+        # header (export turns both precompile switches off; torch.compile keeps Inductor's
+        # PCH by default and so ATen's libm exp: slower, not wrong).
         flags = self._arch_flags
         if not (inductor_config.cpp_cache_precompile_headers or inductor_config.aot_inductor.precompile_headers):
             flags += " -DRVV_INDUCTOR_VEC_MATH=1"
