@@ -59,8 +59,30 @@ typedef struct rvv_packed_layout {
   int32_t reserved2;   /* 0 */
 } rvv_packed_layout;
 
+/* Attention over a packed batch of variable-length sequences (continuous batching; see
+ * attention.h, attention_varlen_bf16). Sequence s owns query rows [cu_q[s], cu_q[s+1]) of q
+ * and key/value rows [cu_k[s], cu_k[s+1]) of k and v; its queries are its last keys, so
+ * query j of nq attends keys [0, nk - nq + j] (causal, aligned at the end), or only the
+ * last `window` of those. Query rows from cu_q[S] to Tq (padding) get zeros. Strides are
+ * in elements; the last dimension (D) of q, k, v is contiguous. */
+typedef struct rvv_varlen_attention {
+  const uint16_t* q; /* [Tq, H, D] bf16 */
+  int64_t q_st, q_sh;
+  const uint16_t* k; /* [Lk, Hkv, D] bf16 */
+  int64_t k_sl, k_sh;
+  const uint16_t* v; /* [Lk, Hkv, D] bf16 */
+  int64_t v_sl, v_sh;
+  const int32_t* cu_q; /* [S + 1], non-decreasing, cu_q[0] = 0 */
+  const int32_t* cu_k; /* [S + 1], likewise */
+  uint16_t* out;       /* [Tq, H, D] bf16, contiguous */
+  int64_t S, Tq, Lk, H, Hkv, D;
+  int64_t window; /* 0: every earlier key; else at most `window` keys, the query's own included */
+  float scale;
+  int32_t reserved; /* 0 */
+} rvv_varlen_attention;
+
 /* Which C struct rvv_abi_sizeof is asked about (ctypes mirrors check their size). */
-enum { RVV_ABI_PACKED_LAYOUT = 1, RVV_ABI_CPU_FEATURES = 2 };
+enum { RVV_ABI_PACKED_LAYOUT = 1, RVV_ABI_CPU_FEATURES = 2, RVV_ABI_VARLEN_ATTENTION = 3 };
 
 #ifdef __cplusplus
 }

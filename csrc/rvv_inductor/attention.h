@@ -47,7 +47,7 @@ inline std::string attention_check(const AttentionArgs& a) {
   return "";
 }
 
-namespace detail {
+namespace attention_detail {
 
 // One (b, t, h) row, scalar: the reference of the vector kernel. s: L floats, acc: D floats.
 inline void attention_row_scalar(const AttentionArgs& a, int64_t b, int64_t t, int64_t h, float* s, float* acc) {
@@ -78,7 +78,7 @@ inline void attention_row_scalar(const AttentionArgs& a, int64_t b, int64_t t, i
   for (int64_t i = 0; i < a.D; i++) o[i] = f32_to_bf16(acc[i] * inv);
 }
 
-}  // namespace detail
+}  // namespace attention_detail
 
 // The scalar kernel (any CPU). false when the scratch could not be allocated.
 inline bool attention_bf16_scalar(const AttentionArgs& a) {
@@ -87,7 +87,7 @@ inline bool attention_bf16_scalar(const AttentionArgs& a) {
   float* s = static_cast<float*>(buf.p);
   for (int64_t b = 0; b < a.B; b++)
     for (int64_t t = 0; t < a.T; t++)
-      for (int64_t h = 0; h < a.H; h++) detail::attention_row_scalar(a, b, t, h, s, s + a.L);
+      for (int64_t h = 0; h < a.H; h++) attention_detail::attention_row_scalar(a, b, t, h, s, s + a.L);
   return true;
 }
 
@@ -114,6 +114,86 @@ inline bool attention_bf16(const AttentionArgs& a, int threads = 1) {
   (void)threads;
   return attention_bf16_scalar(a);
 #endif
+}
+
+// ---------------------------------------------------------------- packed variable-length batches
+// Continuous batching hands attention one packed batch: every running request's new
+// tokens as query rows, and its whole context gathered from the paged KV cache as key
+// rows (VarlenAttentionArgs, abi_types.h). ATen's SDPA would need a [Tq, Lk] mask there,
+// and would compute every query against every request's keys only to mask most of them
+// out: work quadratic in the batch. Here each query row is one decode-attention problem
+// against its own request's keys only.
+
+// "" when the problem is well formed, else why not.
+inline std::string attention_varlen_check(const VarlenAttentionArgs& a) {
+  if (!a.cu_q || !a.cu_k || !a.out) return "null pointer";
+  if (a.S < 0 || a.Tq < 0 || a.Lk < 0 || a.H < 1 || a.Hkv < 1 || a.D < 1) return "empty or negative size";
+  if (a.H % a.Hkv) return "H is not a multiple of Hkv";
+  if (a.window < 0) return "negative window";
+  if (!std::isfinite(a.scale)) return "scale is not finite";
+  if (a.cu_q[0] != 0 || a.cu_k[0] != 0) return "cu_seqlens do not start at 0";
+  for (int64_t s = 0; s < a.S; s++) {
+    const int64_t nq = int64_t(a.cu_q[s + 1]) - a.cu_q[s], nk = int64_t(a.cu_k[s + 1]) - a.cu_k[s];
+    if (nq < 0 || nk < 0) return "cu_seqlens decrease";
+    if (nk < nq) return "a sequence has fewer keys than queries";
+  }
+  if (a.cu_q[a.S] > a.Tq || a.cu_k[a.S] > a.Lk) return "cu_seqlens run past the rows";
+  if (a.cu_q[a.S] > 0 && (!a.q || !a.k || !a.v)) return "null pointer";
+  return "";
+}
+
+namespace attention_detail {
+
+// Query row `row` of sequence s as a one-row decode problem (L = 0 for a padding row).
+inline AttentionArgs varlen_row(const VarlenAttentionArgs& a, int64_t s, int64_t row) {
+  AttentionArgs r;
+  r.B = r.T = 1, r.H = a.H, r.Hkv = a.Hkv, r.D = a.D, r.scale = a.scale;
+  r.out = a.out + row * a.H * a.D;
+  if (s >= a.S) return r;  // L = 0
+  const int64_t nq = int64_t(a.cu_q[s + 1]) - a.cu_q[s], nk = int64_t(a.cu_k[s + 1]) - a.cu_k[s];
+  const int64_t last = nk - nq + (row - a.cu_q[s]);  // the query's own key
+  const int64_t first = a.window > 0 && last + 1 > a.window ? last + 1 - a.window : 0;
+  r.q = a.q + row * a.q_st, r.q_sh = a.q_sh;
+  r.k = a.k + (a.cu_k[s] + first) * a.k_sl, r.k_sh = a.k_sh, r.k_sl = a.k_sl;
+  r.v = a.v + (a.cu_k[s] + first) * a.v_sl, r.v_sh = a.v_sh, r.v_sl = a.v_sl;
+  r.L = last + 1 - first;
+  return r;
+}
+
+}  // namespace attention_detail
+
+// Query rows [r0, r1) of a checked problem (attention_varlen_check), with this TU's kernel
+// (vector or scalar) on the calling thread. false when scratch could not be allocated.
+inline bool attention_varlen_rows(const VarlenAttentionArgs& a, int64_t r0, int64_t r1) {
+  // The sequence of row r0: cu_q is sorted, and S is small (requests per batch).
+  int64_t s = 0;
+  while (s < a.S && a.cu_q[s + 1] <= r0) s++;
+  bool ok = true;
+  for (int64_t row = r0; row < r1; row++) {
+    while (s < a.S && a.cu_q[s + 1] <= row) s++;
+    const AttentionArgs r = attention_detail::varlen_row(a, s, row);
+    if (r.L == 0) {
+      std::fill(r.out, r.out + a.H * a.D, uint16_t(0));
+      continue;
+    }
+    ok = attention_bf16(r, 1) && ok;
+  }
+  return ok;
+}
+
+// All query rows, over `threads` OpenMP threads when the TU has OpenMP (rows are
+// independent and each is computed the same way whatever the split).
+inline bool attention_varlen_bf16(const VarlenAttentionArgs& a, int threads = 1) {
+#ifdef _OPENMP
+  if (threads > 1 && a.Tq > 1) {
+    int ok = 1;
+#pragma omp parallel for num_threads(int(std::min<int64_t>(threads, a.Tq))) schedule(static) reduction(&& : ok)
+    for (int64_t row = 0; row < a.Tq; row++) ok = attention_varlen_rows(a, row, row + 1) && ok;
+    return ok;
+  }
+#endif
+  (void)threads;
+  return attention_varlen_rows(a, 0, a.Tq);
 }
 
 RVV_INDUCTOR_END_NAMESPACE

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "rvv_inductor/abi_types.h"
+
 namespace rvv_inductor {
 
 // Element strides (not bytes); the last dimension (D) of q, k, v is contiguous. A mask
@@ -19,5 +21,8 @@ struct AttentionArgs {
   int64_t B = 0, H = 0, Hkv = 0, T = 0, L = 0, D = 0;
   float scale = 1.0f;
 };
+
+// A packed batch of variable-length sequences (continuous batching): the C ABI's struct.
+using VarlenAttentionArgs = rvv_varlen_attention;
 
 }  // namespace rvv_inductor

@@ -101,6 +101,11 @@ int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
                            const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
                            int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options);
 
+/* Attention over a packed batch of variable-length sequences (rvv_varlen_attention in
+ * abi_types.h: continuous batching's layout), BF16 in and out, FP32 inside; query rows
+ * split over nthreads threads (0: libgomp's default). */
+int rvv_attention_varlen_bf16(const rvv_varlen_attention* a, int nthreads);
+
 /* Elementwise conversions (f32 -> bf16 rounds to nearest even, NaN stays quiet NaN). */
 int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 int rvv_bf16_to_f32(const uint16_t* src, float* dst, int64_t n);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rvv_inductor/attention_args.h"
 #include "rvv_inductor/cpu_features.h"
 #include "rvv_inductor/types.h"
 
@@ -78,6 +79,13 @@ ColumnSplit partition_columns(int64_t col_begin, int64_t col_end, int64_t nb, bo
 // The number of threads linear_bf16 would use for nthreads (LinearOperands::nthreads) in
 // the calling thread: 1 without libgomp or inside an active parallel region.
 int linear_threads(int nthreads);
+
+// Attention over a packed batch of variable-length sequences (attention.h,
+// attention_varlen_bf16) with the strongest kernel the CPU supports, its query rows split
+// over nthreads threads of libgomp's pool (0: the pool's size); the output does not depend
+// on the thread count.
+Status attention_varlen(const VarlenAttentionArgs& a, const rvv_cpu_features& cpu, int nthreads,
+                        KernelPath* used = nullptr, char* err = nullptr, size_t err_len = 0);
 
 // Elementwise conversions on the selected implementation (RNE, NaN stays quiet NaN).
 Status convert_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, const rvv_cpu_features& cpu);

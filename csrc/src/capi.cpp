@@ -88,6 +88,7 @@ size_t rvv_abi_sizeof(int which) {
   switch (which) {
     case RVV_ABI_PACKED_LAYOUT: return sizeof(rvv_packed_layout);
     case RVV_ABI_CPU_FEATURES: return sizeof(rvv_cpu_features);
+    case RVV_ABI_VARLEN_ATTENTION: return sizeof(rvv_varlen_attention);
   }
   return 0;
 }
@@ -317,6 +318,11 @@ int rvv_f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
 int rvv_bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   const Status s = convert_bf16_to_f32(src, dst, n, effective_cpu());
   return s == Status::kOk ? finish(s) : error(s, "rvv_bf16_to_f32: n < 0 or NULL pointer");
+}
+
+int rvv_attention_varlen_bf16(const rvv_varlen_attention* a, int nthreads) {
+  if (!a) return error(Status::kNullPointer, "rvv_attention_varlen_bf16: a is NULL");
+  return finish(attention_varlen(*a, effective_cpu(), nthreads, nullptr, t_last_error, kErrLen));
 }
 
 // The marker's region id is an instruction immediate, hence one case per id.

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rvv_inductor/attention_args.h"
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/types.h"
 
@@ -27,6 +28,8 @@ struct KernelSet {
   // bf16 <-> fp32 rows, or null when the variant has no RVV_CONVERT line.
   void (*f32_to_bf16)(const float*, uint16_t*, int64_t);
   void (*bf16_to_f32)(const uint16_t*, float*, int64_t);
+  // attention_varlen_rows (attention.h) compiled for this variant.
+  bool (*attention_varlen_rows)(const VarlenAttentionArgs&, int64_t, int64_t);
 };
 
 #define RVV_ISA(name, march, path, req) const KernelSet& kernels_##name();

@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "kernel_entries.h"
+#include "rvv_inductor/attention.h"
 #include "rvv_inductor/bf16.h"
 #include "rvv_inductor/error.h"
 #include "rvv_inductor/packing.h"
@@ -431,6 +432,58 @@ Status convert_bf16_to_f32(const uint16_t* src, float* dst, int64_t n, const rvv
     for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
   }
   return Status::kOk;
+}
+
+// ---------------------------------------------------------------- attention
+namespace {
+
+using VarlenRowsFn = bool (*)(const VarlenAttentionArgs&, int64_t, int64_t);
+
+struct VarlenJob {
+  const VarlenAttentionArgs* a;
+  VarlenRowsFn rows;
+  std::atomic<int> ok;
+};
+
+// Thread t of n takes an even contiguous share of the query rows.
+void varlen_worker(void* p) {
+  VarlenJob& j = *static_cast<VarlenJob*>(p);
+  const Gomp* g = gomp();
+  const int64_t t = g->thread_num(), n = g->num_threads(), rows = j.a->Tq;
+  if (!j.rows(*j.a, rows * t / n, rows * (t + 1) / n)) j.ok.store(0);
+}
+
+}  // namespace
+
+Status attention_varlen(const VarlenAttentionArgs& a, const rvv_cpu_features& cpu, int nthreads, KernelPath* used,
+                        char* err, size_t err_len) {
+  if (err && err_len) err[0] = '\0';
+  // The scalar rows of this base-ISA TU, unless a vector variant the CPU supports has them.
+  VarlenRowsFn rows = &attention_varlen_rows;
+  KernelPath path = KernelPath::kScalar;
+  const rvv_cpu_features u = usable(cpu);
+  for (size_t i = 0; i < kNumVariants; ++i)
+    if (kVariants[i].supported(u) && kVariants[i].set().attention_varlen_rows) {
+      rows = kVariants[i].set().attention_varlen_rows;
+      path = kVariants[i].path;
+      break;
+    }
+  if (used) *used = path;
+  const std::string why = attention_varlen_check(a);
+  if (!why.empty())
+    return fail(why == "null pointer" ? Status::kNullPointer : Status::kBadShape, err, err_len, "attention_varlen: %s",
+                why.c_str());
+  int nt = linear_threads(nthreads);
+  if (nt > a.Tq) nt = int(a.Tq);
+  bool ok;
+  if (nt <= 1) {
+    ok = rows(a, 0, a.Tq);
+  } else {
+    VarlenJob job{&a, rows, {1}};
+    gomp()->parallel(varlen_worker, &job, unsigned(nt), 0);
+    ok = job.ok.load() != 0;
+  }
+  return ok ? Status::kOk : fail(Status::kNoMemory, err, err_len, "attention_varlen: out of scratch memory");
 }
 
 }  // namespace rvv_inductor

@@ -22,7 +22,7 @@ _REPO = _PKG.parent.parent
 # abi_types.h
 RVV_DTYPE_BF16, RVV_DTYPE_F32, RVV_DTYPE_F16, RVV_DTYPE_INT8, RVV_DTYPE_INT4 = 1, 2, 3, 4, 5
 RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2
-RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES = 1, 2
+RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES, RVV_ABI_VARLEN_ATTENTION = 1, 2, 3
 
 
 class NativeLibraryError(RuntimeError):
@@ -58,8 +58,21 @@ class PackedLayout(ctypes.Structure):
                 ("zero_points", ctypes.c_int32), ("reserved2", ctypes.c_int32)]
 
 
+class VarlenAttention(ctypes.Structure):
+    """rvv_varlen_attention (abi_types.h): attention over a packed variable-length batch."""
+
+    _fields_ = [("q", ctypes.c_void_p), ("q_st", ctypes.c_int64), ("q_sh", ctypes.c_int64),
+                ("k", ctypes.c_void_p), ("k_sl", ctypes.c_int64), ("k_sh", ctypes.c_int64),
+                ("v", ctypes.c_void_p), ("v_sl", ctypes.c_int64), ("v_sh", ctypes.c_int64),
+                ("cu_q", ctypes.c_void_p), ("cu_k", ctypes.c_void_p), ("out", ctypes.c_void_p),
+                ("S", ctypes.c_int64), ("Tq", ctypes.c_int64), ("Lk", ctypes.c_int64), ("H", ctypes.c_int64),
+                ("Hkv", ctypes.c_int64), ("D", ctypes.c_int64), ("window", ctypes.c_int64),
+                ("scale", ctypes.c_float), ("reserved", ctypes.c_int32)]
+
+
 # rvv_abi_sizeof code -> the mirror whose size must match.
-MIRRORS = {RVV_ABI_PACKED_LAYOUT: PackedLayout, RVV_ABI_CPU_FEATURES: CpuFeatures}
+MIRRORS = {RVV_ABI_PACKED_LAYOUT: PackedLayout, RVV_ABI_CPU_FEATURES: CpuFeatures,
+           RVV_ABI_VARLEN_ATTENTION: VarlenAttention}
 
 
 def _candidates() -> list[Path]:
@@ -130,6 +143,7 @@ def _declare(h: ctypes.CDLL, path: Path) -> None:
         "rvv_pack_quantized": (ctypes.c_int, [_P, _I64, _P, _P, layout, _P, _I64]),
         "rvv_unpack_quantized": (ctypes.c_int, [_P, layout, _P, _P, _P]),
         "rvv_dequantize": (ctypes.c_int, [_P, layout, _P, _I64, _I64]),
+        "rvv_attention_varlen_bf16": (ctypes.c_int, [ctypes.POINTER(VarlenAttention), ctypes.c_int]),
         "rvv_linear_packed_opts": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, layout, _I64, _P, ctypes.c_int,
                                                   _P, _I64, ctypes.c_int, _I64, _I64, ctypes.c_int]),
     }

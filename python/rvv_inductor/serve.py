@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model's own)")
     p.add_argument("--continuous-batching", action="store_true",
                    help="transformers' continuous batching with paged attention")
+    p.add_argument("--attention", choices=("rvv", "sdpa"), default="rvv",
+                   help="paged attention of continuous batching: rvv (our kernel, each request against its own "
+                        "keys; the default) or sdpa (transformers' paged SDPA with a [tokens, keys] mask)")
     p.add_argument("--cb-block-size", type=int, help="KV cache block size in tokens (continuous batching)")
     p.add_argument("--cb-num-blocks", type=int, help="KV cache blocks (continuous batching)")
     p.add_argument("--cb-max-batch-tokens", type=int, help="tokens per batch (continuous batching)")
@@ -145,6 +148,13 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
                 report = regional.compile_linears(model, weights=opts.weights or "bf16",
                                                   group_size=opts.group_size, keep_bf16=tuple(opts.keep_bf16))
             model.eval()
+            if opts.continuous_batching and opts.attention == "rvv":
+                # Continuous batching keeps a "paged|" implementation as it finds it.
+                from . import attention
+
+                attention.register()
+                model.set_attn_implementation(attention.PAGED_NAME)
+            summary["attention"] = model.config._attn_implementation
             summary.update(layers_rvv=len(report.taken), layers_fallback=len(report.fell_back),
                            formats=sorted({f for _, f, _, _ in report.formats}) or ["bf16"],
                            packed_bytes=report.packed_bytes, bf16_bytes=report.param_bytes,
@@ -152,7 +162,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             print(f"rvv_inductor serve: {path.name}: {len(report.taken)} Linear layers on RVV "
                   f"({', '.join(summary['formats'])}), {len(report.fell_back)} kept on ATen; packed "
                   f"{report.packed_bytes / 2**20:.1f} MiB (BF16 would be {report.param_bytes / 2**20:.1f} MiB); "
-                  f"loaded in {summary['load_s']:.1f} s", flush=True)
+                  f"loaded in {summary['load_s']:.1f} s; attention {summary['attention']}", flush=True)
             for name, why in report.fell_back:
                 print(f"  ATen: {name}: {why}", flush=True)
             return model

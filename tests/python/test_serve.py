@@ -80,7 +80,7 @@ def ckpt(tmp_path_factory):
 
 def _opts(model, **kw) -> Namespace:
     d = dict(model=str(model), weights=None, group_size=None, keep_bf16=[], tokenizer=None,
-             continuous_batching=False, cb_block_size=None, cb_num_blocks=None, cb_max_batch_tokens=None,
+             continuous_batching=False, attention="rvv", cb_block_size=None, cb_num_blocks=None, cb_max_batch_tokens=None,
              host="127.0.0.1", port=_free_port(), threads=0, log_level="error", ready_file=None)
     d.update(kw)
     return Namespace(**d)
@@ -150,6 +150,8 @@ def test_concurrent_requests_equal_alone_and_eager(ckpt, eager_ref, cb):
     running = serve.start(_opts(ckpt, continuous_batching=cb))
     try:
         assert running.summary["layers_rvv"] == 2 * 7 + 1 and running.summary["layers_fallback"] == 0
+        # Continuous batching attends through our kernel, each request against its own keys.
+        assert running.summary["attention"] == ("paged|rvv" if cb else "sdpa")
         model = running.model
         calls = LinearCalls(model.model.layers[0].self_attn.q_proj)
         c = Client(running)
