@@ -66,8 +66,12 @@ PROMPT_TOKENS = 32
 NEW_TOKENS = 16
 SERVERS = ("rvv-cb", "rvv-seq", "llama")
 DEFAULT_SERVERS = ("rvv-cb", "llama")
-# Named configs: demo/models.py's, plus the Qwen2.5-1.5B dimensions cut to a few layers.
-CONFIGS = {"tiny": ("tiny", None), "small": ("small", None), "1.5b": ("qwen2.5-1.5b", 1)}
+# Named configs: demo/models.py's, plus the Qwen2.5-1.5B dimensions cut to a few layers:
+# "1.5b" with its real vocabulary (the lm_head alone is 467 MB), "1.5b-v2k" with the tiny
+# config's 2048 tokens, so the decoder layers' weights (94 MB each) set the bytes per step,
+# as they do in the whole model, and an emulated run stays within an hour.
+CONFIGS = {"tiny": ("tiny", None, {}), "small": ("small", None, {}), "1.5b": ("qwen2.5-1.5b", 1, {}),
+           "1.5b-v2k": ("qwen2.5-1.5b", 2, {"vocab_size": 2048})}
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -123,8 +127,8 @@ def prepare(work: Path, config: str, layers: int | None) -> None:
 
     from rvv_inductor.demo import llamacpp, models
 
-    name, default_layers = CONFIGS[config]
-    cfg = models.config_dict(name, layers or default_layers)
+    name, default_layers, overrides = CONFIGS[config]
+    cfg = dict(models.config_dict(name, layers or default_layers), **overrides)
     cfg.update(bos_token_id=None, eos_token_id=None, max_position_embeddings=4096)
     model = models.build({"seed": 0, "config": cfg})
     mdir = work / "model"
@@ -236,8 +240,9 @@ class Control:
 class Run:
     """One server under the plugin: start, warm up, count the levels, stop."""
 
-    def __init__(self, kind: str, work: Path, lib: Path, threads: int, log) -> None:
+    def __init__(self, kind: str, work: Path, lib: Path, threads: int, log, profile: Path | None = None) -> None:
         self.kind, self.work, self.lib, self.threads, self.log = kind, work, lib, threads, log
+        self.profile = profile
         self.port = _free_port()
         self.plugin_out = work / f"plugin-{kind}.json"
         self.logfile = work / f"server-{kind}.log"
@@ -269,7 +274,8 @@ class Run:
             ready.unlink()
         plugin = env10["RVV_BENCH_PLUGIN10"]
         env = dict(os.environ, RV64_QEMU=env10["RVV_BENCH_QEMU10"], RV64_BIND=str(Path(plugin).parent),
-                   QEMU_PLUGIN=f"{plugin},out={self.plugin_out},vlen=256,dlen=128,vtype=read")
+                   QEMU_PLUGIN=f"{plugin},out={self.plugin_out},vlen=256,dlen=128,vtype=read"
+                   + (f",profile={self.profile}" if self.profile else ""))
         guest_env = [f"LD_PRELOAD={self.lib}", f"RVV_REGION_FIFO={self.work / f'fifo-{self.kind}'}",
                      "OMP_WAIT_POLICY=passive", f"OMP_NUM_THREADS={self.threads}",
                      f"TORCHINDUCTOR_CACHE_DIR={self.work / 'inductor-cache'}"]
@@ -391,7 +397,7 @@ def run_all(args, log) -> dict:
     raw = args.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for kind in args.servers:
-        r = Run(kind, work, lib, args.threads, log)
+        r = Run(kind, work, lib, args.threads, log, raw / f"profile-{kind}.tsv" if args.profile else None)
         t0 = time.monotonic()
         r.start(env10)
         try:
@@ -497,13 +503,17 @@ def markdown(res: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", choices=sorted(CONFIGS), default="tiny",
-                   help="tiny (default), small, or 1.5b (Qwen2.5-1.5B dimensions, 1 layer unless --layers)")
+                   help="tiny (default), small, 1.5b (Qwen2.5-1.5B dimensions, 1 layer unless --layers) or "
+                        "1.5b-v2k (the same dimensions, 2 layers, a 2048-token vocabulary)")
     p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's)")
     p.add_argument("--servers", default=",".join(DEFAULT_SERVERS), help=f"comma-separated of {', '.join(SERVERS)}")
     p.add_argument("--threads", type=int, default=1, help="compute threads per server (default 1)")
     p.add_argument("--levels", default=",".join(map(str, LEVELS)),
                    help="concurrency levels to run (default 1,2,4,8; a subset of them)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default bench/results/serve)")
+    p.add_argument("--profile", action="store_true",
+                   help="also write where the counted instructions ran (OUT/raw/profile-SERVER.tsv, all levels "
+                        "summed; name them with bench/profile_report.py --sysroot ROOTFS)")
     p.add_argument("--report-only", action="store_true", help="only rebuild serve.md/serve.json from OUT/raw")
     p.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

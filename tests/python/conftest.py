@@ -4,14 +4,36 @@ scripts/rv64 exports how QEMU was configured (RV64_VLEN, RV64_BF16, RV64_NO_V): 
 the independent truth detection is checked against. On a native riscv64 host these are
 absent and the expectations come from the hardware itself.
 """
+import faulthandler
 import os
 import platform
+import sys
 
 import pytest
 
+# One test (its fixtures' setup included) may take this long under emulation; then the
+# process prints every thread's stack and exits, so a hang fails its shard at once instead
+# of using up CI's time. The slowest test takes ~8 min on an idle 2-core machine.
+TEST_TIMEOUT_S = float(os.environ.get("RVV_TEST_TIMEOUT", "1500"))
+
+
+_watchdog_out = None  # stderr as it was before pytest captured it (as pytest's faulthandler plugin)
+
 
 def pytest_configure(config):
+    global _watchdog_out
     config.addinivalue_line("markers", "matrix: also run at VLEN 128/512, with V off and with BF16 hardware")
+    _watchdog_out = os.fdopen(os.dup(sys.stderr.fileno()), "w")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if TEST_TIMEOUT_S > 0:
+        faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_watchdog_out or sys.stderr)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")
