@@ -72,12 +72,24 @@ const detail::KernelEntry* find_kernel(DType format, KernelKind kind, const rvv_
   return nullptr;
 }
 
-// The conversions of the strongest supported variant that has them.
-const detail::KernelSet* convert_set(const rvv_cpu_features& cpu) {
+// The strongest supported variant whose set has `member` (a function pointer that a set
+// may leave null), else null and path kScalar.
+template <class Fn>
+const detail::KernelSet* strongest_set_with(Fn detail::KernelSet::*member, const rvv_cpu_features& cpu,
+                                            KernelPath* path = nullptr) {
   const rvv_cpu_features u = usable(cpu);
   for (size_t i = 0; i < kNumVariants; ++i)
-    if (kVariants[i].supported(u) && kVariants[i].set().bf16_to_f32) return &kVariants[i].set();
+    if (kVariants[i].supported(u) && kVariants[i].set().*member) {
+      if (path) *path = kVariants[i].path;
+      return &kVariants[i].set();
+    }
+  if (path) *path = KernelPath::kScalar;
   return nullptr;
+}
+
+// The conversions of the strongest supported variant that has them.
+const detail::KernelSet* convert_set(const rvv_cpu_features& cpu) {
+  return strongest_set_with(&detail::KernelSet::bf16_to_f32, cpu);
 }
 
 KernelKind kind_of(const LinearProblem& p) {
@@ -459,16 +471,8 @@ Status attention_varlen(const VarlenAttentionArgs& a, const rvv_cpu_features& cp
                         char* err, size_t err_len) {
   if (err && err_len) err[0] = '\0';
   // The scalar rows of this base-ISA TU, unless a vector variant the CPU supports has them.
-  VarlenRowsFn rows = &attention_varlen_rows;
-  KernelPath path = KernelPath::kScalar;
-  const rvv_cpu_features u = usable(cpu);
-  for (size_t i = 0; i < kNumVariants; ++i)
-    if (kVariants[i].supported(u) && kVariants[i].set().attention_varlen_rows) {
-      rows = kVariants[i].set().attention_varlen_rows;
-      path = kVariants[i].path;
-      break;
-    }
-  if (used) *used = path;
+  const detail::KernelSet* vk = strongest_set_with(&detail::KernelSet::attention_varlen_rows, cpu, used);
+  const VarlenRowsFn rows = vk ? vk->attention_varlen_rows : &attention_varlen_rows;
   const std::string why = attention_varlen_check(a);
   if (!why.empty())
     return fail(why == "null pointer" ? Status::kNullPointer : Status::kBadShape, err, err_len, "attention_varlen: %s",
