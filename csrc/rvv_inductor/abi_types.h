@@ -60,7 +60,7 @@ typedef struct rvv_packed_layout {
 } rvv_packed_layout;
 
 /* Attention over a packed batch of variable-length sequences (continuous batching; see
- * attention.h, attention_varlen_bf16). Sequence s owns query rows [cu_q[s], cu_q[s+1]) of q
+ * attention.h, attention_varlen_rows). Sequence s owns query rows [cu_q[s], cu_q[s+1]) of q
  * and key/value rows [cu_k[s], cu_k[s+1]) of k and v; its queries are its last keys, so
  * query j of nq attends keys [0, nk - nq + j] (causal, aligned at the end), or only the
  * last `window` of those. Query rows from cu_q[S] to Tq (padding) get zeros. Strides are

@@ -163,11 +163,11 @@ inline AttentionArgs varlen_row(const VarlenAttentionArgs& a, int64_t s, int64_t
 }  // namespace attention_detail
 
 // Query rows [r0, r1) of a checked problem (attention_varlen_check), with this TU's kernel
-// (vector or scalar) on the calling thread. false when scratch could not be allocated.
+// (vector or scalar) on the calling thread; the runtime (linear.h, attention_varlen) splits
+// the rows over threads. false when scratch could not be allocated.
 inline bool attention_varlen_rows(const VarlenAttentionArgs& a, int64_t r0, int64_t r1) {
-  // The sequence of row r0: cu_q is sorted, and S is small (requests per batch).
+  // Each row's sequence: cu_q is sorted, and S is small (requests per batch).
   int64_t s = 0;
-  while (s < a.S && a.cu_q[s + 1] <= r0) s++;
   bool ok = true;
   for (int64_t row = r0; row < r1; row++) {
     while (s < a.S && a.cu_q[s + 1] <= row) s++;
@@ -179,21 +179,6 @@ inline bool attention_varlen_rows(const VarlenAttentionArgs& a, int64_t r0, int6
     ok = attention_bf16(r, 1) && ok;
   }
   return ok;
-}
-
-// All query rows, over `threads` OpenMP threads when the TU has OpenMP (rows are
-// independent and each is computed the same way whatever the split).
-inline bool attention_varlen_bf16(const VarlenAttentionArgs& a, int threads = 1) {
-#ifdef _OPENMP
-  if (threads > 1 && a.Tq > 1) {
-    int ok = 1;
-#pragma omp parallel for num_threads(int(std::min<int64_t>(threads, a.Tq))) schedule(static) reduction(&& : ok)
-    for (int64_t row = 0; row < a.Tq; row++) ok = attention_varlen_rows(a, row, row + 1) && ok;
-    return ok;
-  }
-#endif
-  (void)threads;
-  return attention_varlen_rows(a, 0, a.Tq);
 }
 
 RVV_INDUCTOR_END_NAMESPACE

@@ -81,7 +81,7 @@ ColumnSplit partition_columns(int64_t col_begin, int64_t col_end, int64_t nb, bo
 int linear_threads(int nthreads);
 
 // Attention over a packed batch of variable-length sequences (attention.h,
-// attention_varlen_bf16) with the strongest kernel the CPU supports, its query rows split
+// attention_varlen_rows) with the strongest kernel the CPU supports, its query rows split
 // over nthreads threads of libgomp's pool (0: the pool's size); the output does not depend
 // on the thread count.
 Status attention_varlen(const VarlenAttentionArgs& a, const rvv_cpu_features& cpu, int nthreads,

@@ -1,5 +1,5 @@
 // Attention over a packed batch of variable-length sequences (attention.h,
-// attention_varlen_bf16), through the runtime dispatcher (linear.h, attention_varlen) on
+// attention_varlen_rows), through the runtime dispatcher (linear.h, attention_varlen) on
 // the scalar path and on the strongest vector variant the CPU has, against an FP64
 // reference written here from the definition: query j of a sequence with nq queries and nk
 // keys attends keys [0, nk - nq + j] of its own sequence (or the last `window` of them).
