@@ -4,8 +4,9 @@ continuous batching, Linear layers on RVV) beside Debian's ``llama-server`` on t
 weights, a fixed request mix at concurrency 1, 2, 4 and 8, counted per output token with
 the rvvcount QEMU plugin over the whole server process (every thread, HTTP included).
 
-    bench/serve_bench.py [--config tiny] [--layers N] [--servers rvv-cb,llama] [--threads 1]
-                         [--out bench/results/serve] [--report-only]
+    bench/serve_bench.py [--config tiny] [--layers N] [--format bf16|q8_0|q4_0]
+                         [--servers rvv-cb,llama] [--threads 1] [--levels 1,2,4,8]
+                         [--out bench/results/serve] [--profile] [--report-only]
 
 It runs on the host's python3 (no torch needed here). Steps:
 
@@ -119,14 +120,23 @@ def summarize(plugin: dict, levels: dict) -> dict:
 
 
 # ----------------------------------------------------------------------------- guest side
-def prepare(work: Path, config: str, layers: int | None) -> None:
-    """(riscv64 world) the checkpoint, the GGUF and the prompts in ``work``."""
+def prepare(work: Path, config: str, layers: int | None, fmt: str) -> None:
+    """(riscv64 world) the checkpoint, the prompts and the ``fmt`` GGUF in ``work``; with the
+    checkpoint already there, only the GGUF (the same weights, so every format's run
+    serves one model)."""
     import torch
     import transformers
     from tokenizers import Tokenizer, models as tmodels, pre_tokenizers
 
-    from rvv_inductor.demo import llamacpp, models
+    from rvv_inductor.demo import models
 
+    if (work / "prompts.json").exists():
+        spec = json.loads((work / "prompts.json").read_text())
+        model = transformers.AutoModelForCausalLM.from_pretrained(work / "model", dtype=torch.bfloat16)
+        spec.setdefault("ggufs", {"bf16": spec.pop("gguf")} if "gguf" in spec else {})
+        spec["ggufs"][fmt] = write_gguf(model, work, fmt, spec["model_config"]["vocab_size"])
+        (work / "prompts.json").write_text(json.dumps(spec))
+        return
     name, default_layers, overrides = CONFIGS[config]
     cfg = dict(models.config_dict(name, layers or default_layers), **overrides)
     cfg.update(bos_token_id=None, eos_token_id=None, max_position_embeddings=4096)
@@ -151,10 +161,20 @@ def prepare(work: Path, config: str, layers: int | None) -> None:
     ids = torch.randint(1, V - 1, (2 * max(LEVELS), PROMPT_TOKENS), generator=g).tolist()
     for row in ids:
         assert ft(" ".join(f"t{i}" for i in row))["input_ids"] == row
-    # llama-server detokenizes its output, which the id-only vocabulary write_gguf writes
-    # ("none") cannot: the same tokens as a GPT-2-style BPE vocabulary instead (the
-    # requests send token ids, so the tokenizer itself is never run).
+    lin = sum(m.weight.numel() * 2 for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))
+    (work / "prompts.json").write_text(json.dumps({
+        "config": config, "config_name": name, "model_config": cfg, "ids": ids,
+        "linear_bf16_bytes": lin, "ggufs": {fmt: write_gguf(model, work, fmt, V)}}))
+
+
+def write_gguf(model, work: Path, fmt: str, V: int) -> dict:
+    """(riscv64 world) ``work/model-FMT.gguf``. llama-server detokenizes its output, which
+    the id-only vocabulary of demo/llamacpp.write_gguf ("none") cannot: the same tokens as a
+    GPT-2-style BPE vocabulary instead (the requests send token ids, and our server reads
+    the tokenizer directory, so this vocabulary is never used to tokenize)."""
     import gguf
+
+    from rvv_inductor.demo import llamacpp
 
     plain = gguf.GGUFWriter.add_tokenizer_model
 
@@ -169,13 +189,10 @@ def prepare(work: Path, config: str, layers: int | None) -> None:
 
     gguf.GGUFWriter.add_tokenizer_model = with_vocab
     try:
-        gg = llamacpp.write_gguf(model, work / "model-bf16.gguf", "bf16")
+        gg = llamacpp.write_gguf(model, work / f"model-{fmt}.gguf", fmt)
     finally:
         gguf.GGUFWriter.add_tokenizer_model = plain
-    lin = sum(m.weight.numel() * 2 for n, m in model.named_modules() if isinstance(m, torch.nn.Linear))
-    (work / "prompts.json").write_text(json.dumps({
-        "config": config, "config_name": name, "model_config": cfg, "ids": ids,
-        "linear_bf16_bytes": lin, "gguf": gg}))
+    return {k: v for k, v in gg.items() if k != "path"}
 
 
 # ----------------------------------------------------------------------------- host side
@@ -240,8 +257,9 @@ class Control:
 class Run:
     """One server under the plugin: start, warm up, count the levels, stop."""
 
-    def __init__(self, kind: str, work: Path, lib: Path, threads: int, log, profile: Path | None = None) -> None:
-        self.kind, self.work, self.lib, self.threads, self.log = kind, work, lib, threads, log
+    def __init__(self, kind: str, work: Path, lib: Path, threads: int, log, profile: Path | None = None,
+                 fmt: str = "bf16") -> None:
+        self.kind, self.work, self.lib, self.threads, self.log, self.fmt = kind, work, lib, threads, log, fmt
         self.profile = profile
         self.port = _free_port()
         self.plugin_out = work / f"plugin-{kind}.json"
@@ -251,10 +269,13 @@ class Run:
         w = self.work
         if self.kind == "llama":
             nctx = max(LEVELS) * 128
-            return ["llama-server", "-m", str(w / "model-bf16.gguf"), "--host", "127.0.0.1", "--port", str(self.port),
+            return ["llama-server", "-m", str(w / f"model-{self.fmt}.gguf"), "--host", "127.0.0.1", "--port", str(self.port),
                     "-t", str(self.threads), "-tb", str(self.threads), "-np", str(max(LEVELS)), "-c", str(nctx),
                     "--no-warmup", "--poll", "0"]
-        argv = ["python3", "-m", "rvv_inductor", "serve", str(w / "model"), "--host", "127.0.0.1",
+        # BF16: the checkpoint directory (compile_linears); a quantized format: the very GGUF
+        # file llama-server serves (load_gguf keeps its Q8_0/Q4_0 blocks).
+        model = w / "model" if self.fmt == "bf16" else w / f"model-{self.fmt}.gguf"
+        argv = ["python3", "-m", "rvv_inductor", "serve", str(model), "--host", "127.0.0.1",
                 "--port", str(self.port), "--threads", str(self.threads), "--log-level", "error",
                 "--ready-file", str(w / f"ready-{self.kind}.json"), "--tokenizer", str(w / "tokenizer")]
         if self.kind == "rvv-cb":
@@ -351,6 +372,9 @@ class Run:
         for c in which:
             n, s = self.mix(warm, c)
             self.log(f"{self.kind}: warm-up c={c}: {n} tokens in {s:.0f} s (emulated)")
+        self.ctl.send("l")
+        libs = (self.work / f"fifo-{self.kind}" / "libs").read_text().split()
+        self.ggml_cpu = sorted({Path(x).name for x in libs if "libggml-cpu" in x})
         for c in which:
             self.ctl.send(f"o {c}")
             n, s = self.mix(meas, c)
@@ -378,15 +402,16 @@ def run_all(args, log) -> dict:
     tag = args.config + (f"-L{args.layers}" if args.layers else "")
     work = REPO / "build" / "serve-bench" / tag
     work.mkdir(parents=True, exist_ok=True)
-    if not (work / "prompts.json").exists():
-        log(f"writing the model, GGUF and prompts into {work.relative_to(REPO)} (emulated, once)")
+    if not (work / "prompts.json").exists() or not (work / f"model-{args.format}.gguf").exists():
+        log(f"writing the model, the {args.format} GGUF and prompts into {work.relative_to(REPO)} (emulated, once)")
         subprocess.run([str(REPO / "scripts" / "rv64"), "python3", str(Path(__file__).resolve()), "--prepare",
-                        str(work), "--config", args.config] + (["--layers", str(args.layers)] if args.layers else []),
-                       check=True, cwd=REPO)
+                        str(work), "--config", args.config, "--format", args.format]
+                       + (["--layers", str(args.layers)] if args.layers else []), check=True, cwd=REPO)
     spec = json.loads((work / "prompts.json").read_text())
+    ggufs = spec.get("ggufs") or {"bf16": spec["gguf"]}
     result = {"command": args.command, "config": spec["config"], "config_name": spec["config_name"],
               "model_config": spec["model_config"], "linear_bf16_bytes": spec["linear_bf16_bytes"],
-              "gguf": {k: v for k, v in spec["gguf"].items() if k != "path"},
+              "format": args.format, "gguf": {k: v for k, v in ggufs[args.format].items() if k != "path"},
               "prompt_tokens": PROMPT_TOKENS, "new_tokens": NEW_TOKENS, "levels": list(LEVELS),
               "threads": args.threads, "source": _rev(), "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name,
               "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name,
@@ -397,7 +422,8 @@ def run_all(args, log) -> dict:
     raw = args.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for kind in args.servers:
-        r = Run(kind, work, lib, args.threads, log, raw / f"profile-{kind}.tsv" if args.profile else None)
+        r = Run(kind, work, lib, args.threads, log, raw / f"profile-{kind}.tsv" if args.profile else None,
+                args.format)
         t0 = time.monotonic()
         r.start(env10)
         try:
@@ -413,6 +439,8 @@ def run_all(args, log) -> dict:
                  "exit": r.proc.returncode, "plugin_notes": plugin.get("notes", {})}
         if kind != "llama":
             entry["ready"] = r.ready_info
+        else:
+            entry["ggml_cpu"] = r.ggml_cpu
         (raw / f"{kind}.json").write_text(json.dumps({"entry": entry, "plugin": plugin}, indent=1) + "\n")
         result["servers"][kind] = entry
     (raw / "meta.json").write_text(json.dumps({k: v for k, v in result.items() if k != "servers"}, indent=1) + "\n")
@@ -431,9 +459,14 @@ def _rev() -> str:
 
 
 # ----------------------------------------------------------------------------- report
-LABEL = {"rvv-cb": "rvv_inductor serve --continuous-batching (BF16, RVV Linear)",
-         "rvv-seq": "rvv_inductor serve, sequential (BF16, RVV Linear)",
-         "llama": "llama-server (Debian llama.cpp-tools, same weights as BF16 GGUF)"}
+FORMAT_LABEL = {"bf16": "BF16", "q8_0": "the Q8_0 GGUF, INT8", "q4_0": "the Q4_0 GGUF, INT4"}
+
+
+def label(kind: str, fmt: str) -> str:
+    f = FORMAT_LABEL[fmt]
+    return {"rvv-cb": f"rvv_inductor serve --continuous-batching ({f}, RVV Linear)",
+            "rvv-seq": f"rvv_inductor serve, sequential ({f}, RVV Linear)",
+            "llama": f"llama-server (Debian llama.cpp-tools, the same weights as {fmt.upper()} GGUF)"}.get(kind, kind)
 
 
 def report(out: Path) -> dict:
@@ -454,14 +487,20 @@ def report(out: Path) -> dict:
 def markdown(res: dict) -> str:
     mc = res["model_config"]
     bw = res["calibration"]["bandwidth"]
+    fmt = res.get("format", "bf16")
+    weights = (f"BF16; Linear weights {res['linear_bf16_bytes'] / 2**20:.1f} MiB per decode step. llama-server reads "
+               f"the same weights as a BF16 GGUF ({res['gguf']['file_bytes'] / 2**20:.1f} MiB file)." if fmt == "bf16"
+               else f"written as a {fmt.upper()} GGUF ({res['gguf']['file_bytes'] / 2**20:.1f} MiB file; Linear and "
+               f"output weights {res['gguf']['linear_weight_bytes'] / 2**20:.1f} MiB per decode step, against "
+               f"{res['linear_bf16_bytes'] / 2**20:.1f} MiB in BF16). Both servers load that one file: ours with "
+               f"`load_gguf` (its blocks packed for the INT{8 if fmt == 'q8_0' else 4} kernels, no BF16 round "
+               f"trip), llama-server as it is.")
     L = ["# Serving benchmark: RVV server vs llama-server (ESTIMATED K1; counts from QEMU + rvvcount)", "",
          f"Regenerate: `{res['command']}` (source {res['source']}; {res['qemu']}, {res['plugin']}).", "",
          *([res["note"], ""] if res.get("note") else []),
          f"Model: random Qwen2, demo config `{res['config_name']}` "
          f"(hidden {mc['hidden_size']}, intermediate {mc['intermediate_size']}, {mc['num_hidden_layers']} layers, "
-         f"{mc['num_attention_heads']}/{mc['num_key_value_heads']} heads, vocab {mc['vocab_size']}), BF16; "
-         f"Linear weights {res['linear_bf16_bytes'] / 2**20:.1f} MiB per decode step. llama-server reads the same "
-         f"weights as a BF16 GGUF ({res['gguf']['file_bytes'] / 2**20:.1f} MiB file).", "",
+         f"{mc['num_attention_heads']}/{mc['num_key_value_heads']} heads, vocab {mc['vocab_size']}), {weights}", "",
          f"Request mix: at concurrency c, c clients send one request each at the same time: a "
          f"{res['prompt_tokens']}-token prompt, {res['new_tokens']} new tokens, greedy; the whole mix is sent once "
          f"uncounted first (warm-up). Each level is one plugin region over the **whole server process** (every "
@@ -485,14 +524,15 @@ def markdown(res: dict) -> str:
     for kind, s in res["servers"].items():
         a, b = s["ratio_levels"]
         if a == b:
-            L.append(f"- {LABEL.get(kind, kind)}: only c={a} counted, no ratio")
+            L.append(f"- {label(kind, fmt)}: only c={a} counted, no ratio")
         else:
-            L.append(f"- {LABEL.get(kind, kind)}: c{b}/c{a} = **{s['ratio_first_last']:.2f}x**")
+            L.append(f"- {label(kind, fmt)}: c{b}/c{a} = **{s['ratio_first_last']:.2f}x**")
     L += ["", "Servers:", ""]
     for kind, s in res["servers"].items():
-        L.append(f"- `{kind}`: {LABEL.get(kind, kind)}; guest command `{' '.join(s['argv'])}`; "
+        L.append(f"- `{kind}`: {label(kind, fmt)}; guest command `{' '.join(s['argv'])}`; "
                  f"ready after {s['emulated_load_s']:.0f} s, whole run {s['emulated_total_s']:.0f} s (emulated wall "
-                 f"times, not K1 times); plugin notes: {s['plugin_notes'] or 'none'}")
+                 f"times, not K1 times); plugin notes: {s['plugin_notes'] or 'none'}"
+                 + (f"; ggml CPU variant loaded: {', '.join(s['ggml_cpu']) or 'none found'}" if "ggml_cpu" in s else ""))
     L += ["", "Caveats: emulated wall times say nothing about K1 speed. The count of a window includes whatever "
           "the server's threads execute while waiting (event-loop timers, polling), which depends on how long the "
           "emulated window lasts. The cache model is per thread (cold at each region), so data shared by threads "
@@ -506,6 +546,9 @@ def main(argv=None) -> int:
                    help="tiny (default), small, 1.5b (Qwen2.5-1.5B dimensions, 1 layer unless --layers) or "
                         "1.5b-v2k (the same dimensions, 2 layers, a 2048-token vocabulary)")
     p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's)")
+    p.add_argument("--format", choices=("bf16", "q8_0", "q4_0"), default="bf16",
+                   help="weights: bf16 (default; our server loads the checkpoint with compile_linears, llama-server "
+                        "a BF16 GGUF), q8_0 or q4_0 (both servers load the same GGUF file)")
     p.add_argument("--servers", default=",".join(DEFAULT_SERVERS), help=f"comma-separated of {', '.join(SERVERS)}")
     p.add_argument("--threads", type=int, default=1, help="compute threads per server (default 1)")
     p.add_argument("--levels", default=",".join(map(str, LEVELS)),
@@ -518,7 +561,7 @@ def main(argv=None) -> int:
     p.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.prepare:
-        prepare(args.prepare, args.config, args.layers)
+        prepare(args.prepare, args.config, args.layers, args.format)
         return 0
     args.out = args.out or REPO / "bench" / "results" / "serve"
 

@@ -9,6 +9,8 @@
  *
  *   "o ID"  open region ID (1..16): ori x0,x0,ID     -> ack "o ID"
  *   "c ID"  close region ID: xori x0,x0,ID            -> ack "c ID"
+ *   "l"     write the paths of the loaded shared objects to DIR/libs, one per line
+ *           (which ggml CPU variant llama-server picked at run time)  -> ack "l"
  *   "q"     end the process now (exit_group(0): QEMU writes the plugin report)
  *
  * The control thread opens and closes every region itself (the plugin wants one owner per
@@ -25,6 +27,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
+#include <link.h>
 
 #if defined(__riscv)
 #define MARK(op, id) __asm__ __volatile__(op " x0, x0, %0" ::"i"(id) : "memory")
@@ -47,6 +50,24 @@ static int mark(int id, int open_) {
 }
 
 static char dir_[512];
+
+static int list_one(struct dl_phdr_info *info, size_t size, void *fd) {
+  (void)size;
+  if (info->dlpi_name && info->dlpi_name[0]) {
+    if (write(*(int *)fd, info->dlpi_name, strlen(info->dlpi_name)) < 0 || write(*(int *)fd, "\n", 1) < 0) return 1;
+  }
+  return 0;
+}
+
+static int list_libs(void) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/libs", dir_);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return -1;
+  dl_iterate_phdr(list_one, &fd);
+  close(fd);
+  return 0;
+}
 
 /* Raw read(2)/write(2), no stdio: a thread blocked in fgets() holds the FILE's lock, and
  * glibc's exit() flushes (and locks) every stream, so a server's own exit would hang. */
@@ -83,7 +104,9 @@ static void *control(void *arg) {
       if (write(ack, "q\n", 2) < 0) {}
       syscall(SYS_exit_group, 0);
     }
-    if ((line[0] == 'o' || line[0] == 'c') && sscanf(line + 1, "%d", &id) == 1 && mark(id, line[0] == 'o') == 0)
+    if (line[0] == 'l' && line[1] == 0 && list_libs() == 0)
+      snprintf(ans, sizeof ans, "l\n");
+    else if ((line[0] == 'o' || line[0] == 'c') && sscanf(line + 1, "%d", &id) == 1 && mark(id, line[0] == 'o') == 0)
       snprintf(ans, sizeof ans, "%c %d\n", line[0], id);
     else
       snprintf(ans, sizeof ans, "? %s\n", line);
