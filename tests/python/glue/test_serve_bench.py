@@ -98,3 +98,30 @@ def test_summarize_levels_and_ratio(sb, tmp_path):
 def test_missing_region_is_an_error(sb):
     with pytest.raises(ValueError, match="no region 4"):
         sb.summarize({"regions": {}}, {"4": {"tokens": 64}})
+
+
+def _result(sb, fmt, servers):
+    lv = {"tokens": 16, "requests": 1, "emulated_wall_s": 1.0}
+    th = [_thread(100_000_000, 0, 0, 0)]
+    plugin = {"regions": {"1": _region(th, 10_000_000, 0)}}
+    return {"command": "bench/serve_bench.py", "source": "x", "qemu": "q", "plugin": "p", "format": fmt,
+            "model_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256},
+            "config_name": "tiny", "linear_bf16_bytes": 4 * 2**20,
+            "gguf": {"file_bytes": 2**20, "linear_weight_bytes": 2**20 - 4096, "format": fmt},
+            "prompt_tokens": 32, "new_tokens": 16, "threads": 1,
+            "calibration": {"bandwidth": ACHIEVED, "peak": PEAK, "reference": "r", "clock_hz": CLOCK, "cores": CORES},
+            "servers": {k: dict({"argv": ["x"], "emulated_load_s": 1, "emulated_total_s": 2, "plugin_notes": {}},
+                                **extra, **sb.summarize(plugin, {"1": lv})) for k, extra in servers.items()}}
+
+
+def test_report_names_the_format_and_ggml_variant(sb):
+    # A quantized run: both servers load the one GGUF; the report says so, with its sizes,
+    # and names the ggml CPU variant llama-server loaded.
+    md = sb.markdown(_result(sb, "q4_0", {"rvv-cb": {}, "llama": {"ggml_cpu": ["libggml-cpu-riscv64_v.so"]}}))
+    assert "written as a Q4_0 GGUF (1.0 MiB file" in md and "against 4.0 MiB in BF16" in md
+    assert "(the Q4_0 GGUF, INT4, RVV Linear)" in md and "the same weights as Q4_0 GGUF" in md
+    assert "ggml CPU variant loaded: libggml-cpu-riscv64_v.so" in md
+    md = sb.markdown(_result(sb, "bf16", {"rvv-cb": {}, "llama": {"ggml_cpu": []}}))
+    assert "BF16; Linear weights 4.0 MiB per decode step" in md and "(BF16, RVV Linear)" in md
+    assert "ggml CPU variant loaded: none found" in md
