@@ -52,8 +52,25 @@ TEST(RvvGenerateArgs, ParsesEverything) {
   EXPECT_EQ(o.dump_logits, "l.bin");
   EXPECT_TRUE(o.ignore_eos);
   EXPECT_EQ(o.region, 3);
+  EXPECT_TRUE(o.feed_ids.empty());
   ASSERT_EQ(parse({"--help"}, &o), "");
   EXPECT_TRUE(o.help);
+}
+
+TEST(RvvGenerateArgs, FeedIdsFixTheDecodeSteps) {
+  Options o;
+  // Three fed ids: three decode steps, four new tokens (the first comes from the prompt).
+  ASSERT_EQ(parse({"m.pt2", "--prompt-ids", "1,2", "--feed-ids", "7,0,9"}, &o), "");
+  EXPECT_EQ(o.feed_ids, (std::vector<int64_t>{7, 0, 9}));
+  EXPECT_EQ(o.max_new_tokens, 4);
+  ASSERT_EQ(parse({"m.pt2", "--feed-ids=5", "--max-new-tokens", "2", "--prompt-ids", "1"}, &o), "");
+  EXPECT_EQ(o.max_new_tokens, 2);
+  std::string err = parse({"m.pt2", "--prompt-ids", "1", "--feed-ids", "5,6", "--max-new-tokens", "5"}, &o);
+  EXPECT_NE(err.find("--max-new-tokens must be 3, not 5"), std::string::npos) << err;
+  err = parse({"m.pt2", "--prompt-ids", "1", "--feed-ids", "5,x"}, &o);
+  EXPECT_NE(err.find("--feed-ids: 'x' is not a token id"), std::string::npos) << err;
+  err = parse({"m.pt2", "--prompt-ids", "1", "--feed-ids", ""}, &o);
+  EXPECT_NE(err.find("--feed-ids: no token ids"), std::string::npos) << err;
 }
 
 TEST(RvvGenerateArgs, BadArgumentsAreOneLineErrors) {

@@ -34,11 +34,13 @@ def check(cond, msg):
 modes = rep["modes"]
 TORCH_MODES = {"eager", "regional", "regional-int8", "regional-int4", "whole"}
 LLAMA = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
+PACKAGE = {"package": "bf16", "package-int4": "int4"}
 check(set(modes) == set(rep["spec"]["modes"]), f"modes {sorted(modes)} != the run's {rep['spec']['modes']}")
-check(set(modes) <= TORCH_MODES | set(LLAMA), f"modes {sorted(modes)}")
+check(set(modes) <= TORCH_MODES | set(LLAMA) | set(PACKAGE), f"modes {sorted(modes)}")
 if not subset:  # --quick runs at least these (INT8 runs INT4's code in another format)
     check(TORCH_MODES - {"regional-int8"} <= set(modes), f"modes {sorted(modes)}")
     check(set(LLAMA) & set(modes), f"no llama.cpp mode in {sorted(modes)}")
+    check(set(PACKAGE) & set(modes), f"no package mode in {sorted(modes)}")
 for name in [x for x in ("regional", "whole") if x in modes or not subset]:
     m = modes.get(name, {})
     for a in m.get("agreement", []):
@@ -87,8 +89,8 @@ bpw = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 2 * n,
        "q4_0": lambda n, k: n * k // 32 * 18}
 want = {fmt: sum(f(n, k) for n, k in mats) for fmt, f in bpw.items()}
 fmt_of = {"eager": "bf16", "whole": "bf16", "regional": "bf16", "regional-int8": "int8", "regional-int4": "int4",
-          **LLAMA}
-exact = {"eager", "whole"} | set(LLAMA)
+          **LLAMA, **PACKAGE}
+exact = {"eager", "whole", "package"} | set(LLAMA)
 for name, m in modes.items():
     if m.get("unavailable"):
         continue
@@ -121,6 +123,18 @@ for name in set(LLAMA) & set(modes):
     check(m["workloads"] and all(len(wl["tokens"]) == spec["steps"] + 1 for wl in m["workloads"]), f"{name}: tokens")
     check(m.get("agreement") and all(a["positions"] == spec["steps"] + 1 for a in m["agreement"]),
           f"{name}: agreement {m.get('agreement')}")
+# The AOTInductor package: exported (one graph), every projection on RVV, run by
+# rvv-generate teacher-forced; BF16 agrees with eager like the other BF16 modes.
+for name in set(PACKAGE) & set(modes):
+    m = modes[name]
+    if m.get("unavailable"):
+        check(len(m["unavailable"]) > 10, f"{name}: unavailable without a reason")
+        continue
+    check(m["compile_s"] > 0 and m["artifacts"] == 1 and m.get("package_file_bytes", 0) > 0, f"{name}: {m['compile_s']}")
+    check(m["routing"]["rvv"] and not m["routing"]["fallback"], f"{name}: routing {m['routing']}")
+    check(m["workloads"] and all(len(wl["tokens"]) == spec["steps"] + 1 for wl in m["workloads"]), f"{name}: tokens")
+    check(m.get("agreement") and all(a["positions"] == spec["steps"] + 1 and a["asserted"] == (PACKAGE[name] == "bf16")
+                                     and a["ok"] for a in m["agreement"]), f"{name}: agreement {m.get('agreement')}")
 
 if counted:
     for name, m in modes.items():
@@ -129,7 +143,7 @@ if counted:
         check(m["counts"], f"{name}: no counts")
         for c in m["counts"] or []:
             check(c["est_decode_tok_s"] > 0, f"{name}: estimate {c['est_decode_tok_s']}")
-            if name in LLAMA or name.startswith("regional-int"):
+            if name in LLAMA or name in PACKAGE or name.startswith("regional-int"):
                 # Every weight byte of the format is read at least once per step.
                 region = c["decode_linear"] or c["decode_rest"]
                 check(region["bytes_read"] * c["batch"] >= 0.9 * m["weight_bytes_step"],

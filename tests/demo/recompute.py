@@ -64,7 +64,7 @@ BANDWIDTHS = {"est_decode_tok_s_ceiling": policy.K1_DRAM_BYTES_PER_S,
 def estimates(d: Path, mode: str, count_spec: dict, depth: int) -> dict | None:
     """{batch: {"est_decode_tok_s": ..., "est_decode_tok_s_ceiling": ..., "est_prefill_tok_s": ...,
     "est_prefill_tok_s_ceiling": ...}} recomputed from DIR's raw counts; None if not counted."""
-    if mode.startswith("llama.cpp"):
+    if mode.startswith(("llama.cpp", "package")):  # a driver's decode steps: one region
         argv = d / f"count-argv-{mode}.json"
         regs = _regions(d, mode, {"runs": [{"tag": "", "layers": depth}]}, depth)
         if regs is None or not argv.is_file():

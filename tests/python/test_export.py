@@ -161,6 +161,24 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
     assert free[:n] == tokens[:n]
 
 
+@needs_runner
+def test_teacher_forced(packages, tmp_path):
+    # --feed-ids (what the demo's package mode runs): each decode step takes the fed token,
+    # not the one chosen, and the logits are the reference model's on prompt + fed tokens.
+    model, pkg, _ = packages["qwen2"]
+    feed = [7, 200, 7, 1]  # arbitrary: not the greedy continuation
+    dump = tmp_path / "forced.bin"
+    r = run(pkg, "--prompt-ids", ",".join(map(str, PROMPT)), "--feed-ids", ",".join(map(str, feed)),
+            "--dump-logits", dump)
+    tokens = [int(t) for t in r.stdout.splitlines()[0].split(": ")[1].split(",")]
+    got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(len(feed) + 1, -1))
+    assert got.argmax(-1).tolist() == tokens and len(tokens) == len(feed) + 1
+    with torch.no_grad():
+        want = model(torch.tensor([PROMPT + feed])).logits[0, len(PROMPT) - 1:].float()
+    tol = ULPS * bf16_ulp(want.abs().max().item())
+    assert (got - want).abs().max().item() <= tol
+
+
 @pytest.mark.parametrize("arch", list(CASES))
 def test_verify_package(arch, packages):
     _, pkg, meta = packages[arch]
@@ -211,6 +229,8 @@ def test_bad_input(packages, tmp_path):
         ([pkg, "--prompt-ids", "1,999"], "outside the vocabulary (256)"),
         ([pkg, "--prompt-ids", "1", "--threads", "0"], "--threads"),
         ([pkg], "--prompt-ids is required"),
+        ([pkg, "--prompt-ids", "1", "--feed-ids", "2,300"], "--feed-ids: token 300 is outside the vocabulary"),
+        ([pkg, "--prompt-ids", ",".join(["1"] * (CACHE - 1)), "--feed-ids", "2,3"], "need 33 positions"),
     ]
     for args, want in cases:
         r = run(*args, check=False)

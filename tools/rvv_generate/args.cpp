@@ -33,18 +33,21 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::string usage() {
   return "usage: rvv-generate MODEL.pt2 --prompt-ids 1,2,3 [--max-new-tokens N] [--threads T]\n"
-         "                    [--dump-logits FILE] [--ignore-eos] [--region ID]\n"
+         "                    [--dump-logits FILE] [--ignore-eos] [--region ID] [--feed-ids 4,5]\n"
          "  Loads an AOTInductor package made by `python3 -m rvv_inductor export`, runs the\n"
          "  prompt through it (prefill), then a greedy decode loop; prints the new token ids\n"
          "  and the time of each phase. --dump-logits writes the float32 logits that chose\n"
          "  each new token (one row of vocab_size values per token, little-endian).\n"
          "  --region ID (1..4) opens an rvvcount marker region ID around every decode step.\n"
+         "  --feed-ids (teacher forcing): decode step i feeds the i-th id instead of the token\n"
+         "  it chose; max-new-tokens - 1 ids, and no stop at EOS (the tokens printed are still\n"
+         "  the argmax of each step's logits).\n"
          "  Exit status: 0 ok, 2 bad arguments, file, package or CPU, 1 a runtime failure.\n";
 }
 
 std::string parse_args(int argc, const char* const* argv, Options* out) {
   Options o;
-  bool have_prompt = false;
+  bool have_prompt = false, have_feed = false, have_max = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string val;
@@ -65,19 +68,22 @@ std::string parse_args(int argc, const char* const* argv, Options* out) {
     std::string v, err;
     if (a == "-h" || a == "--help") {
       o.help = true;
-    } else if (a == "--prompt-ids") {
+    } else if (a == "--prompt-ids" || a == "--feed-ids") {
       if (!(err = value(&v)).empty()) return err;
-      o.prompt_ids.clear();
+      std::vector<int64_t>& ids = a == "--prompt-ids" ? o.prompt_ids : o.feed_ids;
+      ids.clear();
       for (const auto& p : split(v, ',')) {
-        if (!parse_int(p, 0, (1LL << 31) - 1, &n)) return "--prompt-ids: '" + p + "' is not a token id (comma-separated integers >= 0)";
-        o.prompt_ids.push_back(n);
+        if (!parse_int(p, 0, (1LL << 31) - 1, &n)) return a + ": '" + p + "' is not a token id (comma-separated integers >= 0)";
+        ids.push_back(n);
       }
-      if (o.prompt_ids.empty()) return "--prompt-ids: no token ids";
-      have_prompt = true;
+      if (ids.empty()) return a + ": no token ids";
+      if (a == "--prompt-ids") have_prompt = true;
+      else have_feed = true;
     } else if (a == "--max-new-tokens") {
       if (!(err = value(&v)).empty()) return err;
       if (!parse_int(v, 1, 1 << 20, &n)) return "--max-new-tokens: '" + v + "' is not an integer >= 1";
       o.max_new_tokens = static_cast<int>(n);
+      have_max = true;
     } else if (a == "--threads") {
       if (!(err = value(&v)).empty()) return err;
       if (!parse_int(v, 1, 1024, &n)) return "--threads: '" + v + "' is not an integer in 1..1024";
@@ -104,6 +110,15 @@ std::string parse_args(int argc, const char* const* argv, Options* out) {
   if (o.help) { *out = o; return ""; }
   if (o.package.empty()) return "no package given (MODEL.pt2)";
   if (!have_prompt) return "--prompt-ids is required";
+  if (have_feed) {
+    // The feed fixes the number of decode steps; a --max-new-tokens that disagrees is an error.
+    const int wanted = static_cast<int>(o.feed_ids.size()) + 1;
+    if (have_max && o.max_new_tokens != wanted)
+      return "--feed-ids has " + std::to_string(o.feed_ids.size()) + " ids: it feeds " +
+             std::to_string(o.feed_ids.size()) + " decode steps, so --max-new-tokens must be " +
+             std::to_string(wanted) + ", not " + std::to_string(o.max_new_tokens);
+    o.max_new_tokens = wanted;
+  }
   *out = o;
   return "";
 }

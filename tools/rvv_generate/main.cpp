@@ -77,11 +77,16 @@ int main(int argc, char** argv) {
   std::string note;
   if (!(err = rvv_generate::check_lengths(o.prompt_ids.size(), needs.max_cache_len, &new_tokens, &note)).empty())
     return fail(err);
+  if (!o.feed_ids.empty() && new_tokens < o.max_new_tokens)
+    return fail("--feed-ids: the prompt and the fed tokens need " +
+                std::to_string(o.prompt_ids.size() + o.feed_ids.size()) + " positions; the package's KV cache has " +
+                std::to_string(needs.max_cache_len));
   if (!note.empty()) std::fprintf(stderr, "rvv-generate: note: %s\n", note.c_str());
-  for (int64_t id : o.prompt_ids)
-    if (id >= needs.vocab_size)
-      return fail("--prompt-ids: token " + std::to_string(id) + " is outside the vocabulary (" +
-                  std::to_string(needs.vocab_size) + ")");
+  for (const auto* ids : {&o.prompt_ids, &o.feed_ids})
+    for (int64_t id : *ids)
+      if (id >= needs.vocab_size)
+        return fail(std::string(ids == &o.prompt_ids ? "--prompt-ids" : "--feed-ids") + ": token " +
+                    std::to_string(id) + " is outside the vocabulary (" + std::to_string(needs.vocab_size) + ")");
 
   FILE* dump = nullptr;
   if (!o.dump_logits.empty() && !(dump = std::fopen(o.dump_logits.c_str(), "wb")))
@@ -106,11 +111,13 @@ int main(int argc, char** argv) {
     for (;;) {
       if (dump && std::fwrite(logits.data_ptr<float>(), sizeof(float), logits.numel(), dump) != (size_t)logits.numel())
         throw std::runtime_error(o.dump_logits + ": write failed");
-      const int64_t next = logits.argmax().item<int64_t>();
-      generated.push_back(next);
+      const int64_t chosen = logits.argmax().item<int64_t>();
+      generated.push_back(chosen);
+      const bool forced = !o.feed_ids.empty();
       bool eos = false;
-      for (int64_t e : needs.eos_ids) eos = eos || (e == next);
-      if ((int)generated.size() >= new_tokens || (eos && !o.ignore_eos)) break;
+      for (int64_t e : needs.eos_ids) eos = eos || (e == chosen);
+      if ((int)generated.size() >= new_tokens || (eos && !o.ignore_eos && !forced)) break;
+      const int64_t next = forced ? o.feed_ids[generated.size() - 1] : chosen;
       if (o.region > 0) {
         // The marker's immediate must be a constant: regions 1..4 (parse_args checks).
         switch (o.region) {

@@ -24,11 +24,14 @@ from . import models, worker
 from .progress import Plan, expected_seconds
 
 # eager first: the other modes compare with its results
-MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES)
+MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES) + tuple(worker.PACKAGE_MODES)
 DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0")
+# --full adds the AOTInductor package (its export compiles the whole decode step with g++
+# under emulation: minutes even for the tiny model, past the default's 20-minute budget).
+FULL_MODES = DEFAULT_MODES + ("package",)
 # The CI smoke test takes each code path once (INT8 runs INT4's, in another format), to
 # stay near its ~12-minute budget.
-QUICK_MODES = ("eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0")
+QUICK_MODES = ("eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0", "package")
 # The default workload fits the 20-minute budget of a first run on a 2-core machine
 # (counts included); --full is the long run (the small config over several workloads).
 # One torch thread by default: under emulation a second thread buys nothing on a busy
@@ -58,8 +61,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_ints, help="concurrent sequences (default 1; --full: 1,2,4)")
     p.add_argument("--prompt", type=_ints, help="prompt lengths (default 16; --full: 32,128)")
     p.add_argument("--steps", type=int, help="decode steps per workload (default 4; --full: 8)")
-    p.add_argument("--modes", help=f"subset of {','.join(MODES)} (default: all but llama.cpp-bf16; --quick: "
-                   f"{','.join(QUICK_MODES)}; eager is always run)")
+    p.add_argument("--modes", help=f"subset of {','.join(MODES)} (default: {','.join(DEFAULT_MODES)}; --full: "
+                   f"also package; --quick: {','.join(QUICK_MODES)}; eager is always run)")
     p.add_argument("--full", action="store_true",
                    help="the long run: --config small, batch 1,2,4, prompt 32,128, 8 decode steps, 2 counted "
                         "steps (hours under emulation)")
@@ -105,7 +108,7 @@ def make_spec(a) -> dict:
     if a.layers is not None and a.layers < 1:
         raise models.DemoInputError("--layers must be >= 1")
     if a.modes is None:
-        a.modes = ",".join(QUICK_MODES if a.quick else DEFAULT_MODES)
+        a.modes = ",".join(QUICK_MODES if a.quick else FULL_MODES if a.full else DEFAULT_MODES)
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad:
@@ -183,7 +186,7 @@ def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str
         runs = spec["count_runs"] or [{"tag": ""}]
         for m in spec["modes"]:
             if m in want:
-                for r in ([{"tag": ""}] if m in worker.LLAMACPP_MODES else runs):
+                for r in ([{"tag": ""}] if m in worker.DRIVER_MODES else runs):
                     stages.append((f"count:{m}{r['tag']}", expected_seconds("count", m, n, ctok)))
     return stages
 
@@ -192,7 +195,8 @@ def _write_specs(out: Path, spec: dict, a) -> None:
     """Empty ``out`` of an earlier run's results (and Inductor cache, unless --keep-cache),
     then write spec.json for the modes and spec-count*.json for the counting runs."""
     out.mkdir(parents=True, exist_ok=True)
-    stale = ("result-*.json", "logits-*.pt", "counts-*.json", "count-argv-*.json", "model-*.gguf", "plan*.json*")
+    stale = ("result-*.json", "logits-*.pt", "counts-*.json", "count-argv-*.json", "model-*.gguf", "model-*.pt2",
+             "plan*.json*")
     for old in [f for pattern in stale for f in out.glob(pattern)]:
         old.unlink()
     cache = out / "inductor-cache"

@@ -101,6 +101,11 @@ EXPECTED_S = {
     ("count", "eager"): 120, ("count", "regional"): 240, ("count", "regional-int8"): 150,
     ("count", "regional-int4"): 150, ("count", "whole"): 400,
     ("count", "llama.cpp-q8_0"): 10, ("count", "llama.cpp-q4_0"): 10, ("count", "llama.cpp-bf16"): 15,
+    # The package's export + AOTI compile (g++ over the whole decode step; test_export's
+    # 2-layer hidden-128 exports took 5.5-8 min at load 9-13, not yet timed on the tiny
+    # model on a quiet machine), then seconds of rvv-generate; its count: a few C++ steps.
+    ("measure", "package"): 420, ("measure", "package-int4"): 420,
+    ("count", "package"): 30, ("count", "package-int4"): 30,
 }
 DEFAULT_WORK = {"n_params": 24_000_000, "tokens": 1 * (16 + 4)}  # what EXPECTED_S was measured with
 

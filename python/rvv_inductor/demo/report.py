@@ -10,8 +10,8 @@ from pathlib import Path
 
 from .. import calibration, policy
 from . import estimate
-from .worker import (DECODE_LINEAR, DECODE_REST, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES, PREFILL_LINEAR,
-                     PREFILL_REST, region_id)
+from .worker import (DECODE_LINEAR, DECODE_REST, DRIVER_MODES, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
+                     PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, region_id)
 
 ULPS = 4  # tolerance: BF16 ulps at the largest eager logit (see tests/python/test_transformers.py)
 RAW_COUNTERS = ("insns", "vector_insns", "vsetvl", "vbeats", "bytes_read", "bytes_written", "dram_read_bytes",
@@ -93,9 +93,10 @@ def load_regions(out: Path, mode: str, cspec: dict) -> dict | None:
                        cspec["dims"]["num_hidden_layers"])
 
 
-def counted_llamacpp(out: Path, mode: str) -> list[dict] | None:
-    """Per-token counters of a llama.cpp mode: its driver charges every decode token to
-    LLAMACPP_REGION (one thread, batch 1); the counting argv records how many steps."""
+def counted_driver(out: Path, mode: str) -> list[dict] | None:
+    """Per-token counters of a mode run by an external program (llama.cpp's decode driver,
+    rvv-generate): it charges every decode token to LLAMACPP_REGION (batch 1, every thread
+    counted); the counting argv records how many steps."""
     path, argv = out / f"counts-{mode}.json", out / f"count-argv-{mode}.json"
     if not (path.is_file() and argv.is_file()):
         return None
@@ -130,8 +131,8 @@ def _est_keys(kind: str, est: dict | None) -> dict:
 
 def counted(out: Path, mode: str, cspec: dict) -> list[dict] | None:
     """Per-token counters (decode and prefill, Linear and the rest) for each batch size."""
-    if mode in LLAMACPP_MODES:
-        return counted_llamacpp(out, mode)
+    if mode in DRIVER_MODES:
+        return counted_driver(out, mode)
     regions = load_regions(out, mode, cspec)
     if regions is None:
         return None
@@ -218,7 +219,8 @@ def write(out: Path) -> int:
         m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "rss_peak_kib", "rss_model_kib",
                                    "param_bytes", "packed_bytes", "routing", "workloads", "threads",
                                    "weight_bytes_step", "weights", "group_size", "formats", "unavailable",
-                                   "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib")}
+                                   "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib",
+                                   "package_file_bytes", "runner_rss_peak_kib", "max_cache_len")}
         m["compile_s"] = m["compile_s"] or 0.0
         m["packed_bytes"] = m["packed_bytes"] or 0
         m["workloads"] = m["workloads"] or []
@@ -227,7 +229,9 @@ def write(out: Path) -> int:
             m["rss_over_empty_kib"] = m["rss_peak_kib"] - rep["empty_rss_peak_kib"]
         m["ggml"] = r.get("ggml")
         if mode != "eager" and (out / f"logits-{mode}.pt").is_file():
-            asserted = MODES[mode].asserted if mode in MODES else False
+            # BF16 modes must agree with eager (the package holds the same BF16 weights);
+            # INT8/INT4 and llama.cpp hold others.
+            asserted = MODES[mode].asserted if mode in MODES else PACKAGE_MODES.get(mode) == "bf16"
             m["agreement"] = agreement(eager, torch.load(out / f"logits-{mode}.pt"))
             for a in m["agreement"]:
                 a["asserted"] = asserted
@@ -374,9 +378,13 @@ def _compile_and_memory(rep: dict) -> list[str]:
                      f"{_mib((m.get('gguf_file_bytes') or 0) / 1024):>10}  (llama.cpp driver process; 'packed' = "
                      "the GGUF file)")
             continue
+        packed = m.get("package_file_bytes") if mode in PACKAGE_MODES else m["packed_bytes"]
         L.append(f"  {mode:15} {m['compile_s']:10.1f} {m['artifacts'] or 0:9d} {_mib(m['rss_peak_kib']):>10} "
                  f"{_mib(m.get('rss_over_empty_kib')):>10} {_mib((m['param_bytes'] or 0) / 1024):>10} "
-                 f"{_mib(m['packed_bytes'] / 1024):>10}")
+                 f"{_mib((packed or 0) / 1024):>10}"
+                 + ("  (export + AOTInductor compile of the decode step; peak = that process; 'packed' = the .pt2 "
+                    f"file; rvv-generate's own peak {_mib(m.get('runner_rss_peak_kib'))})" if mode in PACKAGE_MODES
+                    else ""))
     if "regional" in modes and "whole" in modes and modes["whole"]["compile_s"] > 0:
         ratio = modes["regional"]["compile_s"] / modes["whole"]["compile_s"]
         L.append(f"  regional / whole-model compile time: {ratio:.2f} (goal <= 0.33)")
@@ -401,8 +409,9 @@ def _mib(kib) -> str:
 
 def _agreement(rep: dict) -> list[str]:
     L = [f"Agreement with eager (teacher-forced logits; tolerance {ULPS} BF16 ulps of the largest logit; "
-         "greedy tokens compared where eager's top-2 margin exceeds it). INT8/INT4 and llama.cpp (its own kernels "
-         "and weight formats, teacher-forced with eager's tokens through --feed) hold other weights than eager's "
+         "greedy tokens compared where eager's top-2 margin exceeds it; the package and llama.cpp are "
+         "teacher-forced through their drivers' --feed-ids / --feed). INT8/INT4 and llama.cpp (its own kernels "
+         "and weight formats) hold other weights than eager's "
          "BF16: their distance is reported, not asserted (tests/python/test_quantized.py asserts regional INT8/INT4 "
          "against models holding the same dequantized weights):"]
     for mode, m in rep["modes"].items():
@@ -416,8 +425,8 @@ def _agreement(rep: dict) -> list[str]:
 
 def _routing(rep: dict) -> list[str]:
     L = ["Layer routing:"]
-    for mode in ("regional", "regional-int8", "regional-int4", "whole"):
-        if mode in rep["modes"]:
+    for mode in ("regional", "regional-int8", "regional-int4", "whole", *PACKAGE_MODES):
+        if mode in rep["modes"] and not rep["modes"][mode].get("unavailable"):
             r = rep["modes"][mode]["routing"]
             L.append(f"  {mode}: {len(r['rvv'])} on RVV, {len(r['fallback'])} fell back")
             if mode in ("regional-int8", "regional-int4"):
@@ -482,8 +491,8 @@ def _counted_work(rep: dict) -> list[str]:
     ceil_l, ach_l = _bw_labels(rep)
     L = [f"Counted work per token ({how}rvvcount QEMU plugin, {_threads_note(rep)}; prompt "
          f"{rep['count_spec']['prompts'][0]}; Linear = the Linear modules' calls, rest = everything else "
-         "in the step, Python included; whole-model and llama.cpp: not separable, llama.cpp: its decode driver, "
-         "no Python). ESTIMATED K1 tok/s in two columns: A = " + ceil_l + ", B = " + ach_l + ":",
+         "in the step, Python included; whole-model, package and llama.cpp: not separable; package and llama.cpp: "
+         "their C++ drivers (rvv-generate, llama.cpp's decode driver), no Python). ESTIMATED K1 tok/s in two columns: A = " + ceil_l + ", B = " + ach_l + ":",
          f"  {'mode':15} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
          f"{'pre insns/tok':>13} | {'decode A':>9} {'decode B':>9} | {'prefill A':>9} {'prefill B':>9}"]
     for mode, m in modes.items():
@@ -520,6 +529,7 @@ def _side_by_side(rep: dict) -> list[str]:
                 f"one thread, ggml {_so(c.get('backend'))} counted, {_so(m.get('backend'))} measured"
                 if mode in LLAMACPP_MODES and c else
                 f"one thread, ggml {_so(m.get('backend'))} measured" if mode in LLAMACPP_MODES else
+                "AOTInductor package, rvv-generate (C++, no Python)" if mode in PACKAGE_MODES else
                 "RVV kernels" if mode.startswith("regional") or mode == "whole" else "ATen")
         if c is None and not m.get("unavailable"):
             note += ("; not counted (counted with --full or --count-modes ...,whole)" if mode == "whole"

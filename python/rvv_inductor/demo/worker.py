@@ -7,7 +7,9 @@ The modes (``MODES``) are ``Mode`` subclasses: ``Eager`` (ATen), ``Regional``
 "int8"/"int4")``, the default group size) and ``Whole`` (whole-model ``torch.compile``);
 each supplies its own compile, warm-up and measure steps, and ``run`` does the rest the
 same way for all. The llama.cpp modes (``LLAMACPP_MODES``) write the same weights as GGUF
-and run llama.cpp's decode driver (``llamacpp.py``) instead: ``run_llamacpp``. The
+and run llama.cpp's decode driver (``llamacpp.py``) instead: ``run_llamacpp``. The package
+modes (``PACKAGE_MODES``) export the model's decode step as an AOTInductor package and run
+it with ``rvv-generate`` (C++, no Python in the process): ``run_package``. The
 ``empty`` worker imports torch and transformers and builds nothing: its peak RSS is the
 baseline the report subtracts from every mode's.
 
@@ -303,8 +305,15 @@ class Whole(Mode):
 MODES = {m.name: m for m in (Eager, Regional, RegionalInt8, RegionalInt4, Whole)}
 # llama.cpp on the same weights, written as GGUF in these formats (llamacpp.FORMATS).
 LLAMACPP_MODES = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
+# The AOTInductor package (python3 -m rvv_inductor export), run by rvv-generate, in these
+# weight formats.
+PACKAGE_MODES = {"package": "bf16", "package-int4": "int4"}
+# Modes run by an external program rather than this worker's torch: each is counted as a
+# whole (no Linear/rest split) over its decode steps, by one run at full depth.
+DRIVER_MODES = {**LLAMACPP_MODES, **PACKAGE_MODES}
+PACKAGE_RUNNER_ENV = "RVV_GENERATE"  # path of the rvv-generate binary (scripts/demo builds it)
 EMPTY = "empty"  # the baseline worker: torch and transformers imported, nothing built
-LLAMACPP_REGION = region_id(DECODE_REST, 0)  # llama.cpp's decode tokens: not separable, like "whole"
+LLAMACPP_REGION = region_id(DECODE_REST, 0)  # a driver's decode tokens: not separable, like "whole"
 
 
 def run(spec: dict, mode_name: str) -> dict:
@@ -502,6 +511,160 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     return res
 
 
+def _package_weight_bytes(model, weights: str) -> int:
+    """Bytes of the Linear weights one decode step of the package reads: what export's gate
+    admits in ``weights`` (packed as compile_linears packs that format, which is what the
+    frozen compile stores), the rest as BF16."""
+    import torch
+
+    from .. import cpu, export, regional
+    from ..policy import DEFAULT_GROUP_SIZE
+
+    gate = export._parse_gate(export.DEFAULT_GATE)
+    nb = cpu.effective().block_n
+    total = 0
+    for m in model.modules():
+        if not isinstance(m, torch.nn.Linear):
+            continue
+        if weights != "bf16" and gate.check(1, m.out_features, m.in_features) is None:
+            total += regional.RVVQuantLinear.from_linear(m, nb, weights, DEFAULT_GROUP_SIZE[weights]).packed_bytes
+        else:
+            total += m.weight.numel() * m.weight.element_size()
+    return total
+
+
+def _package_routing(package: Path) -> dict:
+    """The export compile's routing decisions (extra/routing.jsonl in the package)."""
+    import zipfile
+
+    from .. import export
+
+    rvv, fb = {}, {}
+    with zipfile.ZipFile(package) as z:
+        name = next((n for n in z.namelist() if n.endswith("extra/" + export.ROUTING_FILE)), None)
+        lines = z.read(name).decode(errors="replace").splitlines() if name else []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        key = f"{e['op']} M={e['M']} N={e['N']} K={e['K']} {e.get('dtype', '')}".rstrip()
+        if e["route"] == "rvv":
+            rvv[key] = rvv.get(key, 0) + 1
+        else:
+            k = f"{key}: {e.get('reason', '')}"
+            fb[k] = fb.get(k, 0) + 1
+    return {"rvv": [f"{k} (x{n})" for k, n in sorted(rvv.items())],
+            "fallback": [f"{k} (x{n})" for k, n in sorted(fb.items())]}
+
+
+def runner_times(stdout: str) -> dict:
+    """rvv-generate's summary lines -> {"tokens": [...], "load_s", "prefill_s", "decode_s_per_token"}."""
+    out = {}
+    for line in stdout.splitlines():
+        key, _, val = line.partition(": ")
+        if key == "tokens":
+            out["tokens"] = [int(t) for t in val.split(",") if t]
+        elif key in ("load_s", "prefill_s") and val:
+            out[key] = float(val.split()[0])
+        elif key == "decode_s" and "s/token" in val:  # "1.234 (3 steps, 0.411 s/token)"
+            out["decode_s_per_token"] = float(val.rsplit(",", 1)[1].split()[0])
+    return out
+
+
+def run_package(spec: dict, mode_name: str) -> dict:
+    """The decode step exported once as an AOTInductor package (``export.export``, under
+    rvv_inductor with freezing: every admitted projection on our kernels, attention on our
+    decode kernel), then each batch-1 workload run by ``rvv-generate`` (C++, no Python),
+    teacher-forced with eager's tokens (--feed-ids), its logits dumped for the comparison.
+    Without the runner the result says why, as for llama.cpp."""
+    weights = PACKAGE_MODES[mode_name]
+    out = Path(spec["out"])
+    res: dict = {"mode": mode_name, "weights": weights, "workloads": [], "routing": {"rvv": [], "fallback": []},
+                 "packed_bytes": 0, "compile_s": 0.0, "graphs": 0}
+    runner = os.environ.get(PACKAGE_RUNNER_ENV, "")
+    if not runner or not Path(runner).is_file():
+        res["unavailable"] = (f"rvv-generate is not built ({PACKAGE_RUNNER_ENV} "
+                              + (f"names {runner}, which does not exist" if runner else "is not set")
+                              + "; scripts/demo builds it in build/bench-rv64 against the root filesystem's libtorch)")
+        return res
+    if spec.get("count"):
+        raise models.DemoInputError(f"{mode_name}: the counting pass runs rvv-generate itself (count-argv-*.json)")
+    import resource
+    import subprocess
+
+    import torch
+
+    from .. import export
+    from ..policy import K1_CORES
+
+    batch1 = [(b, p) for b in spec["batches"] for p in spec["prompts"] if b == 1]
+    if not batch1:
+        res["unavailable"] = "rvv-generate runs one sequence: no batch-1 workload in this run"
+        return res
+    prog = Progress(f"{mode_name}: building the model", stream=sys.stdout,
+                    eta=worker_eta(spec["out"], f"measure:{mode_name}"))
+    model = models.build(spec)
+    params = {id(p): p for p in model.parameters()}
+    res["param_bytes"] = sum(p.numel() * p.element_size() for p in params.values())
+    res["n_params"] = sum(p.numel() for p in params.values())
+    # The cache holds the longest measured workload and the counting run's prompt + steps.
+    cache = max(max(p for _, p in batch1) + spec["steps"], spec["count_prompt"] + spec["count_steps"]) + 1
+    pkg = out / f"model-{mode_name}.pt2"
+    prog.stage(f"{mode_name}: export + AOTInductor compile ({weights})")
+    # Partitioned for the K1's cores (export --threads): the counting run uses them all;
+    # any thread count computes the same result.
+    meta = export.export(model, str(pkg), weights=weights, max_cache_len=cache, threads=K1_CORES)
+    res["compile_s"] = float(meta["export_s"]) + float(meta["compile_s"])
+    res["graphs"] = 1
+    res["package_file_bytes"] = pkg.stat().st_size
+    res["routing"] = _package_routing(pkg)
+    res["weight_bytes_step"] = _package_weight_bytes(model, weights)
+    res["max_cache_len"] = cache
+    del model, params
+    threads = spec.get("threads") or 1
+    res["threads"] = threads
+    eager_tokens = torch.load(out / "tokens-eager.pt")
+    logits = {}
+    for i, (b, p) in enumerate(batch1):
+        prog.stage(f"{mode_name}: rvv-generate, workload {i + 1}/{len(batch1)} (prompt {p}, {spec['steps']} steps, "
+                   "teacher-forced with eager's tokens)")
+        ids = [int(t) for t in _workload_inputs(spec, b, p)[0]]
+        ref = [int(t) for t in eager_tokens[(b, p)][0]]  # eager's greedy tokens: steps + 1
+        lpath = out / f"package-logits-{mode_name}-{p}.f32"
+        argv = [runner, str(pkg), "--prompt-ids", ",".join(map(str, ids)), "--feed-ids",
+                ",".join(map(str, ref[:spec["steps"]])), "--dump-logits", str(lpath), "--threads", str(threads)]
+        t0 = time.perf_counter()
+        r = subprocess.run(argv, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"rvv-generate failed (exit {r.returncode}): {r.stderr.strip()[-500:]}")
+        t = runner_times(r.stdout)
+        res["workloads"].append({"batch": b, "prompt": p, "wall_s": wall, "tokens": t.get("tokens", []),
+                                 "prefill_s": t.get("prefill_s", 0.0), "load_s": t.get("load_s"),
+                                 "decode_step_s": [t.get("decode_s_per_token", 0.0)] * spec["steps"],
+                                 "decode_step_median_s": t.get("decode_s_per_token", 0.0)})
+        rows = torch.from_file(str(lpath), size=(spec["steps"] + 1) * spec["vocab_size"], dtype=torch.float32)
+        logits[(b, p)] = rows.view(1, spec["steps"] + 1, spec["vocab_size"]).clone()
+        lpath.unlink()
+    torch.save(logits, out / f"logits-{mode_name}.pt")
+    prog.done()
+    res["rss_peak_kib"] = _rss_kib("VmHWM")  # the export and compile, in this process
+    res["runner_rss_peak_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if spec.get("count_steps"):
+        # The counting pass (scripts/demo) runs this argv under the rvvcount plugin, without
+        # Python: every decode step in region LLAMACPP_REGION, on the K1's cores (every
+        # thread counted).
+        cp = spec["count_prompt"]
+        ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
+        argv = [runner, str(pkg), "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens",
+                str(spec["count_steps"] + 1), "--ignore-eos", "--region", str(LLAMACPP_REGION), "--threads",
+                str(K1_CORES)]
+        (out / f"count-argv-{mode_name}.json").write_text(json.dumps(
+            {"argv": argv, "prompt": cp, "steps": spec["count_steps"], "region": LLAMACPP_REGION}))
+    return res
+
+
 def main(argv: list[str]) -> int:
     """python3 -m rvv_inductor demo --worker MODE SPEC.json"""
     mode, spec_path = argv
@@ -515,6 +678,8 @@ def main(argv: list[str]) -> int:
             res = run_empty(spec)
         elif mode in LLAMACPP_MODES:
             res = run_llamacpp(spec, mode)
+        elif mode in PACKAGE_MODES:
+            res = run_package(spec, mode)
         else:
             res = run(spec, mode)
     except models.DemoInputError as e:

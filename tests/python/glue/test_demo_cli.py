@@ -205,6 +205,9 @@ def test_modes_and_regions():
     assert [m for m, c in worker.MODES.items() if not c.asserted] == ["regional-int8", "regional-int4"]
     assert worker.MODES["regional-int4"].weights == "int4" and worker.MODES["regional-int8"].weights == "int8"
     assert set(worker.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0"}
+    assert worker.PACKAGE_MODES == {"package": "bf16", "package-int4": "int4"}
+    assert set(worker.DRIVER_MODES) == set(worker.LLAMACPP_MODES) | set(worker.PACKAGE_MODES)
+    assert not set(worker.PACKAGE_MODES) & set(worker.MODES) and set(worker.PACKAGE_MODES) <= set(demo_pkg.MODES)
     assert worker.EMPTY not in worker.MODES and worker.EMPTY not in demo_pkg.MODES
     ids = {worker.region_id(kind, b) for kind in (worker.DECODE_REST, worker.DECODE_LINEAR, worker.PREFILL_REST,
                                                   worker.PREFILL_LINEAR) for b in range(worker.MAX_COUNTED_BATCHES)}
@@ -226,9 +229,12 @@ def test_presets():
     assert (f["config"]["vocab_size"], f["batches"], f["prompts"], f["steps"]) == (8192, [1, 2, 4], [32, 128], 8)
     assert f["count_prompt"] == 32 and f["count_steps"] == 2 and f["threads"] == 0  # the shortest prompt
     assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
+    # The package (an AOTI compile under emulation) is in --full, not in the 20-minute default.
+    assert f["modes"] == list(demo_pkg.DEFAULT_MODES) + ["package"] and "package" not in d["modes"]
+    assert spec_of("--modes", "package-int4")["modes"] == ["eager", "package-int4"]
     q = spec_of("--quick", "--batch", "4")  # the smoke test's workload is fixed
     assert (q["batches"], q["prompts"], q["steps"]) == ([1], [8], 3)
-    assert q["modes"] == ["eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0"]
+    assert q["modes"] == ["eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0", "package"]
     assert spec_of("--quick", "--modes", "eager,regional-int8")["modes"] == ["eager", "regional-int8"]
     assert spec_of("--modes", "whole,regional-int4")["modes"] == ["eager", "regional-int4", "whole"]
 
@@ -241,6 +247,11 @@ def test_plan_stages():
     assert counted == {f"count:{m}" for m in spec["modes"] if m != "whole"}  # whole: only with --full
     assert "count:whole" in dict(demo_pkg.plan_stages(spec_of("--full"), count_jobs=2, count_modes=""))
     assert "count:whole" in dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="eager,whole"))
+    # A driver mode (llama.cpp, the package) is counted by one run at full depth, also
+    # with --count-layers.
+    lay = spec_of("--config", "small", "--count-layers", "1,2", "--modes", "regional,package")
+    cnt = [n for n, _ in demo_pkg.plan_stages(lay, count_jobs=2, count_modes="") if n.startswith("count:")]
+    assert cnt == ["count:eager-L1", "count:eager-L2", "count:regional-L1", "count:regional-L2", "count:package"]
     st = dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="regional,llama.cpp-q4_0"))
     assert {n for n in st if n.startswith("count:")} == {"count:regional", "count:llama.cpp-q4_0"}
     # The default workload is what EXPECTED_S was measured with: no scaling.
@@ -307,12 +318,12 @@ def test_llamacpp_counts(tmp_path):
     counting run's JSON line names the ggml variant."""
     reg = {"insns": 3.0e6, "vector_insns": 1.0e6, "vsetvl": 0, "vbeats": 2.0e6, "bytes_read": 9e5,
            "bytes_written": 1e3, "dram_read_bytes": 8e5, "dram_write_bytes": 0, "calls": 3}
-    assert report.counted_llamacpp(tmp_path, "llama.cpp-q4_0") is None
+    assert report.counted_driver(tmp_path, "llama.cpp-q4_0") is None
     (tmp_path / "count-argv-llama.cpp-q4_0.json").write_text(json.dumps(
         {"argv": ["x"], "prompt": 8, "steps": 3, "region": worker.LLAMACPP_REGION}))
     (tmp_path / "counts-llama.cpp-q4_0.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
     (tmp_path / "count-llama.cpp-q4_0.stdout").write_text('noise\n{"ggml_cpu_so": "libggml-cpu-riscv64_v.so"}\n')
-    (c,) = report.counted_llamacpp(tmp_path, "llama.cpp-q4_0")
+    (c,) = report.counted_driver(tmp_path, "llama.cpp-q4_0")
     assert c["decode_rest"]["insns"] == pytest.approx(1.0e6) and c["decode_linear"] is None
     assert c["backend"] == "libggml-cpu-riscv64_v.so"
     # One core: (2e6 - 1e6 scalar-like) / 3 * CPI + 2e6 / 3 beats, against DRAM 8e5 / 3 bytes.
@@ -321,6 +332,39 @@ def test_llamacpp_counts(tmp_path):
     assert c["est_decode_tok_s_ceiling"] == pytest.approx(1 / max(comp, mem))
     mem = 8e5 / 3 / policy.K1_DRAM_ACHIEVED_BYTES_PER_S
     assert c["est_decode_tok_s"] == pytest.approx(1 / max(comp, mem))  # the headline: calibrated
+
+
+def test_runner_times():
+    """rvv-generate's summary lines (tools/rvv_generate/main.cpp's printf) as the package mode reads them."""
+    out = ("tokens: 5,17,0\nload_s: 1.250\nprefill_s: 3.500 (8 tokens)\n"
+           "decode_s: 0.900 (2 steps, 0.450 s/token)\nthreads: 1\n")
+    assert worker.runner_times(out) == {"tokens": [5, 17, 0], "load_s": 1.25, "prefill_s": 3.5,
+                                        "decode_s_per_token": 0.45}
+    assert worker.runner_times("tokens: 4\ndecode_s: 0.000 (0 steps, 0.000 s/token)\n")["tokens"] == [4]
+
+
+def test_package_counts_busiest_thread(tmp_path):
+    """The package's decode steps run on 8 threads: per token = the region / steps, the
+    compute at the busiest thread's cycles (not the total on one core)."""
+    threads = [_thread(4.0e6, 1.0e6, 0.5e6, 4e5)] + [_thread(1.0e6, 0.5e6, 0.2e6, 1e5)] * 7
+    reg = _raw_region(threads)
+    (tmp_path / "count-argv-package.json").write_text(json.dumps(
+        {"argv": ["rvv-generate"], "prompt": 8, "steps": 2, "region": worker.LLAMACPP_REGION}))
+    (tmp_path / "counts-package.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+    (c,) = report.counted(tmp_path, "package", {"runs": [], "dims": {"num_hidden_layers": 2}})
+    assert c["decode_linear"] is None and c["decode_rest"]["threads_active"] == 8
+    assert c["decode_rest"]["insns"] == pytest.approx(reg["insns"] / 2)
+    # Busiest thread: (4e6 - 1e6) scalar-like at CPI 1 + 0.5e6 beats over 2 steps; DRAM
+    # (4e5 + 7 * 1e5) / 2 bytes is far below the compute time at either bandwidth.
+    busiest = ((4.0e6 - 1.0e6) * policy.CPI_SCALAR + 0.5e6) / 2
+    assert c["est_decode_tok_s"] == pytest.approx(policy.K1_CLOCK_HZ / busiest)
+    assert c["est_decode_tok_s_ceiling"] == pytest.approx(policy.K1_CLOCK_HZ / busiest)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "demo"))
+    import recompute
+
+    want = recompute.estimates(tmp_path, "package", {}, 2)[1]
+    assert c["est_decode_tok_s"] == pytest.approx(want["est_decode_tok_s"], rel=1e-9)
+    assert c["est_decode_tok_s_ceiling"] == pytest.approx(want["est_decode_tok_s_ceiling"], rel=1e-9)
 
 
 def test_check_report_recomputation_agrees(tmp_path):
@@ -361,7 +405,7 @@ def test_check_report_recomputation_agrees(tmp_path):
     (tmp_path / "count-argv-llama.cpp-q8_0.json").write_text(json.dumps({"argv": ["x"], "prompt": 8, "steps": 3,
                                                                           "region": worker.LLAMACPP_REGION}))
     (tmp_path / "counts-llama.cpp-q8_0.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
-    (c,) = report.counted_llamacpp(tmp_path, "llama.cpp-q8_0")
+    (c,) = report.counted_driver(tmp_path, "llama.cpp-q8_0")
     want = recompute.estimates(tmp_path, "llama.cpp-q8_0", {}, 28)[1]
     assert c["est_decode_tok_s"] == pytest.approx(want["est_decode_tok_s"], rel=1e-9)
     assert c["est_decode_tok_s_ceiling"] == pytest.approx(want["est_decode_tok_s_ceiling"], rel=1e-9)
