@@ -426,6 +426,12 @@ def run_all(args, log) -> dict:
               "servers": {}}
     raw = args.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
+    # A run of some servers into a directory that holds others' results of the same setup
+    # (config, format, threads) adds to them: the report lists every command that wrote it.
+    old = json.loads((raw / "meta.json").read_text()) if (raw / "meta.json").is_file() else {}
+    same = all(old.get(k) == result[k] for k in ("config", "format", "threads", "model_config"))
+    prior = [c for c in old.get("commands", [old.get("command")]) if c] if same else []
+    result["commands"] = prior + [args.command]
     for kind in args.servers:
         r = Run(kind, work, lib, args.threads, log, raw / f"profile-{kind}.tsv" if args.profile else None,
                 args.format)
@@ -501,7 +507,8 @@ def markdown(res: dict) -> str:
                f"`load_gguf` (its blocks packed for the INT{8 if fmt == 'q8_0' else 4} kernels, no BF16 round "
                f"trip), llama-server as it is.")
     L = ["# Serving benchmark: RVV server vs llama-server (ESTIMATED K1; counts from QEMU + rvvcount)", "",
-         f"Regenerate: `{res['command']}` (source {res['source']}; {res['qemu']}, {res['plugin']}).", "",
+         f"Regenerate: {'; then '.join(f'`{c}`' for c in res.get('commands') or [res['command']])} "
+         f"(source {res['source']}; {res['qemu']}, {res['plugin']}).", "",
          *([res["note"], ""] if res.get("note") else []),
          f"Model: random Qwen2, demo config `{res['config_name']}` "
          f"(hidden {mc['hidden_size']}, intermediate {mc['intermediate_size']}, {mc['num_hidden_layers']} layers, "

@@ -129,20 +129,11 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
 
         def _load_model(self, model_id_and_revision: str, tqdm_class=None, progress_callback=None):
             from . import regional
-            from .gguf_load import load_gguf
 
             path = self._path(model_id_and_revision)
             t0 = time.perf_counter()
             if _is_gguf(path):
-                model = load_gguf(path)
-                report = regional.LinearReport()
-                for name, m in model.named_modules():
-                    if isinstance(m, regional.RVVLinear):
-                        bf16 = m.out_features * m.in_features * 2
-                        report.taken.append((name, m.out_features, m.in_features))
-                        report.formats.append((name, getattr(m, "format", "bf16"), m.packed_bytes, bf16))
-                        report.packed_bytes += m.packed_bytes
-                        report.param_bytes += bf16
+                model, report = load_gguf_packed(path)
             else:
                 model = _load_checkpoint(path, self.attn_implementation)
                 report = regional.compile_linears(model, weights=opts.weights or "bf16",
@@ -168,6 +159,26 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             return model
 
     return RVVModelManager
+
+
+def load_gguf_packed(path):
+    """``load_gguf`` (the file's Q8_0/Q4_0 Linears packed as they are), then
+    ``compile_linears`` for the Linears the file holds in BF16/F16 -- among them a tied
+    lm_head, which reads the embedding table: without this it would run on ATen, and the
+    vocabulary matrix would be held twice. Returns (model, LinearReport of every layer)."""
+    from . import regional
+    from .gguf_load import load_gguf
+
+    model = load_gguf(path)
+    quant = [(name, m) for name, m in model.named_modules() if isinstance(m, regional.RVVLinear)]
+    report = regional.compile_linears(model)
+    for name, m in quant:
+        bf16 = m.out_features * m.in_features * 2
+        report.taken.append((name, m.out_features, m.in_features))
+        report.formats.append((name, m.format, m.packed_bytes, bf16))
+        report.packed_bytes += m.packed_bytes
+        report.param_bytes += bf16
+    return model, report
 
 
 def _load_checkpoint(path: Path, attn_implementation: str | None):

@@ -262,3 +262,29 @@ def test_more_bad_files(tmp_path):
         bad.write_bytes(data)
         with pytest.raises(GGUFError, match="not a readable GGUF file"):
             load_gguf(bad)
+
+
+def test_serving_load_packs_the_tied_lm_head(tmp_path):
+    """What `rvv_inductor serve FILE.gguf` loads (serve.load_gguf_packed): a file without
+    output.weight ties lm_head to the embedding, which load_gguf leaves an nn.Linear on
+    ATen; serving packs it (and ffn_down, BF16 in the file) so no projection stays on ATen
+    and the vocabulary matrix is held once. Logits as load_gguf's plain model gives them."""
+    from test_transformers import bf16_ulp, teacher_forced_logits
+
+    from rvv_inductor import serve
+
+    path = write_gguf(tmp_path / "tied.gguf", drop=("output.weight",))
+    model, report = serve.load_gguf_packed(path)
+    assert model.config.tie_word_embeddings
+    assert not [n for n, m in model.named_modules() if type(m) is torch.nn.Linear]
+    assert isinstance(model.lm_head, regional.RVVLinear) and model.lm_head.format == "bf16"
+    assert report.tied and not report.fell_back
+    assert len(report.taken) == LAYERS * 7 + 1 and len(report.formats) == len(report.taken)
+    assert {f for _, f, _, _ in report.formats} == {"bf16", "int8", "int4"}
+    plain = load_gguf(path)
+    assert type(plain.lm_head) is torch.nn.Linear
+    torch.manual_seed(2)
+    tokens = torch.randint(0, VOCAB, (1, 12))
+    want = teacher_forced_logits(plain, tokens)
+    got = teacher_forced_logits(model, tokens)
+    assert (got - want).abs().max().item() <= 4 * bf16_ulp(want.abs().max().item())
