@@ -425,6 +425,18 @@ def run_empty(spec: dict) -> dict:
             "rss_peak_kib": _rss_kib("VmHWM")}
 
 
+def _batch1_workloads(spec: dict) -> list[tuple[int, int]]:
+    """The (batch, prompt) workloads a one-sequence driver (llama.cpp, rvv-generate) runs."""
+    return [(b, p) for b in spec["batches"] for p in spec["prompts"] if b == 1]
+
+
+def _forced_inputs(spec: dict, eager_tokens: dict, b: int, p: int) -> tuple[list[int], list[int]]:
+    """A driver's teacher-forced inputs for workload (b, p): the prompt's ids and eager's
+    greedy tokens (steps + 1; decode step i feeds token i, so every position's logits
+    compare with eager's for the same input)."""
+    return [int(t) for t in _workload_inputs(spec, b, p)[0]], [int(t) for t in eager_tokens[(b, p)][0]]
+
+
 def run_llamacpp(spec: dict, mode_name: str) -> dict:
     """llama.cpp on the demo's weights: write them as GGUF in the mode's format and run the
     decode driver on each batch-1 workload's prompt (one sequence per run). A missing
@@ -464,20 +476,17 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     threads = spec.get("threads") or 1
     res["threads"] = threads
     eager_tokens = torch.load(out / "tokens-eager.pt")
-    batch1 = [(b, p) for b in spec["batches"] for p in spec["prompts"] if b == 1]
+    batch1 = _batch1_workloads(spec)
     if not batch1:
         res["unavailable"] = "llama.cpp runs one sequence: no batch-1 workload in this run"
     logits = {}
     for i, (b, p) in enumerate(batch1):
         prog.stage(f"{mode_name}: decoding, workload {i + 1}/{len(batch1)} (prompt {p}, {spec['steps']} steps, "
                    "teacher-forced with eager's tokens)")
-        ids = [int(t) for t in _workload_inputs(spec, b, p)[0]]
-        ref = [int(t) for t in eager_tokens[(b, p)][0]]  # eager's greedy tokens: steps + 1
+        ids, ref = _forced_inputs(spec, eager_tokens, b, p)
         lpath = out / f"llamacpp-logits-{fmt}-{p}.f32"
         t0 = time.perf_counter()
         try:
-            # Teacher-forced as the other modes: step i feeds eager's token i, so every
-            # position's logits compare with eager's for the same input.
             r = llamacpp.run(str(gguf_path), ids, spec["steps"], threads=threads, feed=ref[:spec["steps"]],
                              logits_path=str(lpath))
         except Exception as e:  # the driver failed: the row says so, the demo goes on
@@ -598,7 +607,7 @@ def run_package(spec: dict, mode_name: str) -> dict:
     from .. import export
     from ..policy import K1_CORES
 
-    batch1 = [(b, p) for b in spec["batches"] for p in spec["prompts"] if b == 1]
+    batch1 = _batch1_workloads(spec)
     if not batch1:
         res["unavailable"] = "rvv-generate runs one sequence: no batch-1 workload in this run"
         return res
@@ -629,8 +638,7 @@ def run_package(spec: dict, mode_name: str) -> dict:
     for i, (b, p) in enumerate(batch1):
         prog.stage(f"{mode_name}: rvv-generate, workload {i + 1}/{len(batch1)} (prompt {p}, {spec['steps']} steps, "
                    "teacher-forced with eager's tokens)")
-        ids = [int(t) for t in _workload_inputs(spec, b, p)[0]]
-        ref = [int(t) for t in eager_tokens[(b, p)][0]]  # eager's greedy tokens: steps + 1
+        ids, ref = _forced_inputs(spec, eager_tokens, b, p)
         lpath = out / f"package-logits-{mode_name}-{p}.f32"
         argv = [runner, str(pkg), "--prompt-ids", ",".join(map(str, ids)), "--feed-ids",
                 ",".join(map(str, ref[:spec["steps"]])), "--dump-logits", str(lpath), "--threads", str(threads)]
