@@ -19,10 +19,10 @@ It runs on the host's python3 (no torch needed here). Steps:
 3. per server: starts it under the plugin-capable QEMU 10 (``scripts/rv64`` with
    ``RV64_QEMU`` / ``QEMU_PLUGIN``, as ``scripts/demo --count`` does), loopback only;
    sends the whole request mix once uncounted (warm-up: lazy compiles, first-call
-   initialisation; llama-server, which compiles nothing, one request), then the mix again with one plugin region per concurrency level
-   (region id = concurrency), opened right before the level's requests are sent and
-   closed right after the last answer; then stops the server (SIGTERM, clean exit: QEMU
-   writes the plugin report);
+   initialisation; llama-server, which compiles nothing, one request), then the mix again
+   with one plugin region per concurrency level (region id = concurrency), opened right
+   before the level's requests are sent and closed right after the last answer; then
+   stops the server (SIGTERM, clean exit: QEMU writes the plugin report);
 4. writes ``OUT/serve.json`` and ``OUT/serve.md``.
 
 Requests: ``c`` clients at once, each one request of a 32-token prompt and 16 new tokens,
