@@ -44,9 +44,7 @@ if [ $report_only = 0 ]; then
   root=$(rvv_rootfs_dir)
   cmake -S . -B build/rv64 -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake \
     -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C build/rv64 rvv_inductor_core >/dev/null
-  cmake -S . -B build/bench-rv64 -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-clang.cmake \
-    -DCMAKE_BUILD_TYPE=Release -DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON -DRVV_BENCH_TORCH_SYSROOT="$root" \
-    >/dev/null && ninja -C build/bench-rv64 rvv-generate >/dev/null
+  rvv_configure_bench_tree build/bench-rv64 >/dev/null && ninja -C build/bench-rv64 rvv-generate >/dev/null
   gen=$RVV_REPO/build/bench-rv64/tools/rvv_generate/rvv-generate
   work=$RVV_REPO/build/aoti-count
   mkdir -p "$work"

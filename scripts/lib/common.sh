@@ -14,6 +14,15 @@ rvv_rootfs_key() {
 }
 rvv_rootfs_dir() { echo "$RVV_CACHE/rootfs-$(rvv_rootfs_key)"; }
 
+# Configures DIR (the benchmark's riscv64 tree) against the root filesystem's libraries:
+# llama.cpp's decode driver (libllama) and rvv-generate (libtorch) build there. cmake's
+# output goes to stdout; callers redirect it.
+rvv_configure_bench_tree() {
+  cmake -S "$RVV_REPO" -B "$1" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$RVV_REPO/cmake/riscv64-clang.cmake" \
+    -DCMAKE_BUILD_TYPE=Release -DRVV_BUILD_TESTS=OFF -DRVV_BUILD_BENCH=ON \
+    -DRVV_BENCH_TORCH_SYSROOT="$(rvv_rootfs_dir)"
+}
+
 rvv_log() { printf '[rvv] %s\n' "$*" >&2; }
 rvv_die() {
   printf '[rvv] error: %s\n' "$1" >&2
