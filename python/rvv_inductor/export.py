@@ -1,14 +1,19 @@
 """``python3 -m rvv_inductor export``: an AOTInductor package (``.pt2``) of a decoder's
-decode step, with every gated projection on the RVV micro-GEMMs, for ``rvv-generate``
-(tools/rvv_generate), which runs it from C++ with no Python in the process.
+decode and prefill steps, with every gated projection on the RVV micro-GEMMs, for
+``rvv-generate`` (tools/rvv_generate), which runs it from C++ with no Python in the process.
 
 What goes into the package:
 
-* one AOTI model named ``"decode"``: ``logits = step(input_ids [1, T], cache_position [T])``
-  over a static KV cache of ``max_cache_len`` positions (batch 1). The cache lives inside
-  the model as mutated buffers, so it persists from call to call in the loaded model.
-  ``T`` is fixed at export (``chunk``; the CLI exports T = 1). Prefill runs the same model
-  over the prompt, one token per call (see ``rvv-generate``).
+* the AOTI model ``"decode"``: ``logits = step(input_ids [1, 1], cache_position [1])`` over
+  a static KV cache of ``max_cache_len`` positions (batch 1). The cache lives inside the
+  model as mutated buffers, so it persists from call to call in the loaded model. Its
+  shared library holds the constants (weights, packed or quantized, and the cache).
+* the AOTI model ``"prefill"`` (unless ``prefill_chunk`` is 0): the same step over a chunk
+  of ``prefill_chunk`` prompt tokens, logits of the chunk's last position only. Its shared
+  library holds no constants: ``rvv-generate`` binds it to the decode model's tensors (the
+  weights *and* the KV cache, by constant name, no copy), so what prefill writes into the
+  cache is what decode reads. The export checks that the two compiles produced the same
+  constants, name by name and byte by byte.
 * ``extra/rvv_inductor.json``: what the runner checks before it loads anything (format
   version, the ISA the kernels were built for: ``march``, VLEN, and the model's limits).
 
@@ -18,10 +23,11 @@ How it compiles: ``torch.export`` (non-strict) of :class:`DecodeStep`, then
 projection the gate admits becomes one of our RVV kernels. The files are packaged with
 ``torch.export.pt2_archive._package.package_pt2``.
 
-Why one model and not a prefill model beside it: each AOTI model in a package owns its
-constants, so a second model would hold its own copy of the weights *and of the KV cache*
-(mutated buffers are per model); a prefill graph could not hand its cache to the decode
-graph without copying it through the runner every step.
+Why not two ordinary AOTI models: each AOTI model in a package owns its constants, so a
+prefill model would load its own copy of the weights *and of the KV cache* (mutated buffers
+are per model), and could not hand its cache to the decode model. AOTI's runner can instead
+be built on caller-owned constants (``AOTIModelContainerRunnerCpu(so, 1, constants)``), which
+is what rvv-generate does with the decode model's.
 """
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ import time
 
 FORMAT = "rvv-inductor-aoti/1"
 MODEL_NAME = "decode"
+PREFILL_NAME = "prefill"  # bound to the decode model's constants by rvv-generate
+DEFAULT_PREFILL_CHUNK = 16
 META_FILE = "rvv_inductor.json"  # stored as extra/rvv_inductor.json in the archive
 ROUTING_FILE = "routing.jsonl"    # extra/routing.jsonl: the compile's routing decisions
 # ATen GEMMs in AOTInductor's C++ wrapper (the Python wrapper's extern_kernels.mm(...)).
@@ -94,8 +102,9 @@ def load_model(src: str):
 
 
 def decode_step(model, max_cache_len: int):
-    """The exportable step: ``forward(input_ids [1, T], cache_position [T]) -> logits [1, T, V]``
-    (float32), with a static KV cache held as module buffers.
+    """The exportable step: ``forward(input_ids [1, T], cache_position [T]) -> logits [1, 1, V]``
+    (float32, the last position's: a prefill chunk needs no other), with a static KV cache
+    held as module buffers.
 
     transformers' ``TorchExportableModuleWithStaticCache`` registers the cache tensors as
     buffers too, but its layers keep pointing at the original tensors, which non-strict
@@ -128,7 +137,7 @@ def decode_step(model, max_cache_len: int):
                 layer.cumulative_length = getattr(self, f"cumulative_length_{i}")
                 layer.cumulative_length.copy_(cache_position[0:1])
             out = self.model(input_ids=input_ids, attention_mask=None, past_key_values=self.cache,
-                             cache_position=cache_position, use_cache=True)
+                             cache_position=cache_position, use_cache=True, logits_to_keep=1)
             return out.logits.float()
 
     return DecodeStep().eval()
@@ -144,8 +153,10 @@ def target_isa() -> dict:
 
 
 def export(model, out: str, *, weights: str = "bf16", group_size: int | None = None, max_cache_len: int = 256,
-           chunk: int = 1, gate=None, keep_bf16=None, threads: int | None = None, attention: str = "rvv") -> dict:
-    """Export ``model``'s decode step to the package ``out`` and return its metadata."""
+           prefill_chunk: int = DEFAULT_PREFILL_CHUNK, gate=None, keep_bf16=None, threads: int | None = None,
+           attention: str = "rvv") -> dict:
+    """Export ``model``'s decode step (and, unless ``prefill_chunk`` is 0, its prefill step
+    over chunks of that many tokens) to the package ``out``; return its metadata."""
     torch = _torch()
     import rvv_inductor
     from torch.export.pt2_archive._package import package_pt2
@@ -153,8 +164,11 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     if not str(out).endswith(".pt2"):
         raise ExportError(f"{out}: the package name must end in .pt2")
     config = model.config.get_text_config()
-    if max_cache_len < 2 or chunk < 1 or chunk > max_cache_len:
-        raise ExportError(f"bad sizes: max_cache_len={max_cache_len}, chunk={chunk}")
+    if max_cache_len < 2 or prefill_chunk < 0 or prefill_chunk > max_cache_len:
+        raise ExportError(f"bad sizes: max_cache_len={max_cache_len}, prefill_chunk={prefill_chunk} "
+                          "(0 <= prefill_chunk <= max_cache_len)")
+    if prefill_chunk == 1:
+        raise ExportError("prefill_chunk=1 is the decode step itself: give 0 (no prefill model) or >= 2")
     isa = target_isa()
     if not isa["has_v"]:
         raise ExportError("this CPU has no V extension: a package would hold no RVV kernels")
@@ -163,20 +177,22 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     if attention not in ("rvv", "sdpa"):
         raise ExportError(f"attention={attention!r}: choose 'rvv' (our decode kernel) or 'sdpa' (ATen's)")
     step = decode_step(model, max_cache_len)
-    ids = torch.zeros(1, chunk, dtype=torch.long)
-    pos = torch.arange(chunk, dtype=torch.long)
+    steps = {MODEL_NAME: 1, **({PREFILL_NAME: prefill_chunk} if prefill_chunk else {})}
     t0 = time.time()
     from . import attention as rvv_attention
 
+    programs = {}
     with torch.no_grad(), (rvv_attention.use_in(model) if attention == "rvv" else contextlib.nullcontext()):
-        ep = torch.export.export(step, (ids, pos), strict=False)
+        for name, T in steps.items():
+            ids = torch.zeros(1, T, dtype=torch.long)
+            programs[name] = torch.export.export(step, (ids, torch.arange(T, dtype=torch.long)), strict=False)
     t_export = time.time() - t0
 
     eos = model.generation_config.eos_token_id if model.generation_config is not None else None
     eos = [eos] if isinstance(eos, int) else list(eos or [])
     meta = {"format": FORMAT, "model": MODEL_NAME, "model_type": config.model_type,
             "vocab_size": int(config.vocab_size), "num_layers": int(config.num_hidden_layers),
-            "max_cache_len": int(max_cache_len), "chunk": int(chunk), "weights": weights,
+            "max_cache_len": int(max_cache_len), "prefill_chunk": int(prefill_chunk), "weights": weights,
             "group_size": group_size, "eos_token_ids": eos, "attention": attention, **{f"isa_{k}": v for k, v in isa.items()},
             "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
             "threads_at_compile": None}
@@ -190,19 +206,35 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
             # What rvv-generate checks before it loads the model's code (read from the archive).
             "aot_inductor.metadata": {"rvv_format": FORMAT, "rvv_march": isa["march"], "rvv_vlen": str(isa["vlen"]),
                                       "rvv_max_cache_len": str(max_cache_len), "rvv_vocab_size": str(config.vocab_size),
-                                      "rvv_chunk": str(chunk), "rvv_eos_token_ids": ",".join(map(str, eos)),
+                                      "rvv_prefill_chunk": str(prefill_chunk), "rvv_eos_token_ids": ",".join(map(str, eos)),
                                       "rvv_weights": weights}}
     if threads:
         opts["cpp.threads"] = int(threads)
     meta["threads_at_compile"] = int(threads) if threads else torch.get_num_threads()
     log = _routing_log()
     start = log.stat().st_size if log.is_file() else 0
+    files, constants = {}, {}
     t0 = time.time()
     with torch.no_grad():
-        gm = ep.module(check_guards=False)
-        files = torch._inductor.aot_compile(gm, *ep.example_inputs, options=opts)
+        for name, ep in programs.items():
+            # The prefill model's library carries no constants: it runs on the decode model's.
+            model_opts = dict(opts, **{"aot_inductor.package_constants_in_so": name == MODEL_NAME})
+            with _recording_constants() as graphs, _serial_thread_pools():
+                files[name] = torch._inductor.aot_compile(ep.module(check_guards=False), *ep.example_inputs,
+                                                          options=model_opts)
+            if not graphs:
+                raise ExportError(f"the {name} compile produced no AOT graph (Inductor changed?)")
+            constants[name] = graphs[-1]
     meta["compile_s"] = round(time.time() - t0, 1)
     meta["export_s"] = round(t_export, 1)
+    if PREFILL_NAME in constants:
+        problems = shared_constant_problems(constants[MODEL_NAME], constants[PREFILL_NAME])
+        if problems:
+            raise ExportError("the prefill model cannot run on the decode model's constants: "
+                              + "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+                              + "; export with --prefill-chunk 0")
+    meta["constants"] = {name: len(c) for name, c in constants.items()}
+    del constants
     # This compile's routing decisions travel with the package, so `verify PKG.pt2` can
     # judge them (the log of the Inductor cache also holds other compiles').
     routing = ""
@@ -211,9 +243,122 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
             f.seek(start)
             routing = f.read().decode(errors="replace")
     meta["routing_entries"] = sum(1 for line in routing.splitlines() if line.strip())
-    package_pt2(out, aoti_files={MODEL_NAME: files},
-                extra_files={META_FILE: json.dumps(meta, indent=1), ROUTING_FILE: routing})
+    package_pt2(out, aoti_files=files, extra_files={META_FILE: json.dumps(meta, indent=1), ROUTING_FILE: routing})
     return meta
+
+
+@contextlib.contextmanager
+def _recording_constants():
+    """Within: each AOT graph Inductor generates appends its constants to the yielded list,
+    as ``{name: (original FQN, initial value)}`` (what the wrapper's ``constants_info_``
+    says and its library holds), and no two constants share an original FQN.
+
+    Why the second part: a loaded AOTI model hands out its constants only by original FQN
+    (``extract_constants_map``), and rvv-generate needs all of the decode model's to bind
+    the prefill model to them. Inductor names the constants it creates (packed weights)
+    ``constant{len(constants)}``; when that name is taken it stores the new one as
+    ``constantN_0`` but keeps ``constantN`` as its original name, so two constants would
+    share one FQN. Such a constant gets its own name as its FQN instead."""
+    from torch._inductor.graph import GraphLowering
+
+    alloc, codegen = GraphLowering.allocate_non_dup_const_name, GraphLowering.codegen_with_cpp_wrapper
+    graphs: list[dict] = []
+
+    def allocate(self, name, data):
+        new = alloc(self, name, data)
+        fqn = self.allocated_constant_name.get(new)
+        if fqn is not None and fqn != new and any(
+                v == fqn for k, v in self.allocated_constant_name.items() if k != new):
+            self.allocated_constant_name[new] = new
+        return new
+
+    def generate(self, *args, **kwargs):
+        result = codegen(self, *args, **kwargs)
+        if self.aot_mode:
+            graphs.append({name: (_original_fqn(self, name), self.get_original_value_of_constant(name))
+                           for name in self.constants if name not in self.folded_constants})
+        return result
+
+    GraphLowering.allocate_non_dup_const_name, GraphLowering.codegen_with_cpp_wrapper = allocate, generate
+    try:
+        yield graphs
+    finally:
+        GraphLowering.allocate_non_dup_const_name, GraphLowering.codegen_with_cpp_wrapper = alloc, codegen
+
+
+class _SerialExecutor:
+    """``concurrent.futures.ThreadPoolExecutor``'s ``map`` and context manager, run in the
+    calling thread."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, *iterables, **kwargs):
+        return list(map(fn, *iterables))
+
+    def shutdown(self, *args, **kwargs):
+        pass
+
+
+@contextlib.contextmanager
+def _serial_thread_pools():
+    """Within: ``concurrent.futures.ThreadPoolExecutor`` runs its work in the caller.
+
+    Why: AOTI copies the constants into its blob on a thread pool and forks the compiler
+    the moment the pool is joined, while the pool's threads may still be exiting. Twice
+    under QEMU 7.2 user mode (test_export) that fork left a child deadlocked before its
+    exec, and the compile's subprocess.run waited for it forever; a fork racing with
+    exiting threads is the suspected cause (not proven: the hang is rare). Without the
+    pool nothing is exiting at the fork. Serially the copy is one memmove per constant."""
+    import concurrent.futures
+
+    real = concurrent.futures.ThreadPoolExecutor
+    concurrent.futures.ThreadPoolExecutor = _SerialExecutor
+    try:
+        yield
+    finally:
+        concurrent.futures.ThreadPoolExecutor = real
+
+
+def _original_fqn(graph, name: str) -> str:
+    # As AOTI's C++ wrapper writes constants_info_[i].original_fqn (cpp_wrapper_cpu.py).
+    if name in graph.dynamo_flat_name_to_original_fqn:
+        return graph.dynamo_flat_name_to_original_fqn.get(name, name)
+    return graph.allocated_constant_name[name]
+
+
+def shared_constant_problems(decode: dict, prefill: dict) -> list[str]:
+    """Why the prefill model could not run on the decode model's constants (each given as
+    ``{name: (fqn, tensor)}``), or [] when it can: every prefill constant must be a decode
+    constant of the same name, original FQN, dtype, shape, strides and bytes, and the decode
+    model's FQNs must be unique (rvv-generate finds its tensors by FQN)."""
+    torch = _torch()
+    problems = []
+    fqns: dict[str, str] = {}
+    for name, (fqn, _) in decode.items():
+        if fqn in fqns:
+            problems.append(f"decode constants {fqns[fqn]} and {name} share the FQN {fqn}")
+        fqns[fqn] = name
+    for name, (fqn, t) in prefill.items():
+        if name not in decode:
+            problems.append(f"{name} ({fqn}) is not a decode constant")
+            continue
+        dfqn, d = decode[name]
+        what = (f"FQN {dfqn} vs {fqn}" if dfqn != fqn else f"dtype {d.dtype} vs {t.dtype}" if d.dtype != t.dtype
+                else f"shape {tuple(d.shape)} vs {tuple(t.shape)}" if d.shape != t.shape
+                else f"strides {d.stride()} vs {t.stride()}" if d.stride() != t.stride() else None)
+        if what is None and d.numel():
+            same = torch.equal(d.contiguous().reshape(-1).view(torch.uint8), t.contiguous().reshape(-1).view(torch.uint8))
+            what = None if same else "different values"
+        if what:
+            problems.append(f"{name}: {what}")
+    return problems
 
 
 def _routing_log():
@@ -368,13 +513,16 @@ def verify_main(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python3 -m rvv_inductor export",
-                                description="Export a decoder's decode step (static KV cache, batch 1) to an "
-                                            "AOTInductor package with RVV kernels, for rvv-generate.")
+                                description="Export a decoder's decode and prefill steps (static KV cache, batch 1) "
+                                            "to an AOTInductor package with RVV kernels, for rvv-generate.")
     p.add_argument("source", help="a save_pretrained model directory or a .gguf file")
     p.add_argument("--weights", choices=("bf16", "int8", "int4"), default="bf16")
     p.add_argument("--group-size", type=int, default=None, help="K rows per scale (INT8: 0 = per channel; INT4: 32/64/128)")
     p.add_argument("-o", "--output", required=True, help="the package to write (*.pt2)")
     p.add_argument("--max-cache-len", type=int, default=256, help="KV cache positions (prompt + new tokens)")
+    p.add_argument("--prefill-chunk", type=int, default=DEFAULT_PREFILL_CHUNK,
+                   help=f"prompt tokens per prefill call (default {DEFAULT_PREFILL_CHUNK}); 0: no prefill model, "
+                        "rvv-generate runs the prompt through the decode step one token at a time")
     p.add_argument("--gate", default=DEFAULT_GATE, help=f"which GEMMs go to RVV (default {DEFAULT_GATE})")
     p.add_argument("--threads", type=int, default=None, help="OpenMP threads the kernels are compiled for")
     p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4")
@@ -386,7 +534,7 @@ def main(argv: list[str]) -> int:
         model = load_model(a.source)
         keep = [model.lm_head] if a.keep_lm_head_bf16 and hasattr(model, "lm_head") else None
         meta = export(model, a.output, weights=a.weights, group_size=a.group_size, max_cache_len=a.max_cache_len,
-                      gate=gate, keep_bf16=keep, threads=a.threads, attention=a.attention)
+                      prefill_chunk=a.prefill_chunk, gate=gate, keep_bf16=keep, threads=a.threads, attention=a.attention)
     except (ExportError, ValueError) as e:
         print(f"export: {e}", file=sys.stderr)
         return 2

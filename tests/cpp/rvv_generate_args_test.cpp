@@ -53,6 +53,10 @@ TEST(RvvGenerateArgs, ParsesEverything) {
   EXPECT_TRUE(o.ignore_eos);
   EXPECT_EQ(o.region, 3);
   EXPECT_TRUE(o.feed_ids.empty());
+  EXPECT_FALSE(o.tokenwise_prefill);
+  ASSERT_EQ(parse({"m.pt2", "--prompt-ids", "1", "--tokenwise-prefill"}, &o), "");
+  EXPECT_TRUE(o.tokenwise_prefill);
+  EXPECT_NE(parse({"m.pt2", "--prompt-ids", "1", "--tokenwise-prefill=1"}, &o).find("takes no value"), std::string::npos);
   ASSERT_EQ(parse({"--help"}, &o), "");
   EXPECT_TRUE(o.help);
 }
@@ -127,6 +131,44 @@ TEST(RvvGenerateArgs, Metadata) {
   m = good_meta();
   m["rvv_max_cache_len"] = "lots";
   EXPECT_NE(read_needs(m, &n).find("rvv_max_cache_len"), std::string::npos);
+  // rvv_prefill_chunk: absent (a package without a prefill model) is 0; 1 and more than the
+  // cache are not chunks.
+  ASSERT_EQ(read_needs(good_meta(), &n), "");
+  EXPECT_EQ(n.prefill_chunk, 0);
+  m = good_meta();
+  m["rvv_prefill_chunk"] = "16";
+  ASSERT_EQ(read_needs(m, &n), "");
+  EXPECT_EQ(n.prefill_chunk, 16);
+  for (const char* bad : {"1", "33", "-4", "x"}) {
+    m["rvv_prefill_chunk"] = bad;
+    EXPECT_NE(read_needs(m, &n).find("rvv_prefill_chunk"), std::string::npos) << bad;
+  }
+}
+
+TEST(RvvGenerateArgs, PrefillChunks) {
+  using V = std::vector<int64_t>;
+  // Every prompt position is covered, each chunk lies inside the prompt, the calls are as
+  // few as ceil(P / C), and a prompt shorter than a chunk (or no prefill model) has none.
+  EXPECT_EQ(prefill_chunk_starts(8, 4), (V{0, 4}));
+  EXPECT_EQ(prefill_chunk_starts(5, 4), (V{0, 1}));
+  EXPECT_EQ(prefill_chunk_starts(4, 4), (V{0}));
+  EXPECT_EQ(prefill_chunk_starts(3, 4), V{});
+  EXPECT_EQ(prefill_chunk_starts(100, 0), V{});
+  EXPECT_EQ(prefill_chunk_starts(100, 1), V{});
+  for (size_t P = 1; P <= 70; ++P)
+    for (int C : {2, 3, 16}) {
+      const V s = prefill_chunk_starts(P, C);
+      if (P < static_cast<size_t>(C)) { EXPECT_TRUE(s.empty()); continue; }
+      EXPECT_EQ(s.size(), (P + C - 1) / C) << P << " " << C;
+      std::vector<int> covered(P, 0);
+      for (int64_t st : s) {
+        ASSERT_GE(st, 0);
+        ASSERT_LE(st + C, static_cast<int64_t>(P));
+        for (int i = 0; i < C; ++i) covered[st + i] = 1;
+      }
+      for (size_t i = 0; i < P; ++i) EXPECT_EQ(covered[i], 1) << P << " " << C << " " << i;
+      EXPECT_EQ(s.back() + C, static_cast<int64_t>(P));  // the last chunk ends the prompt
+    }
 }
 
 TEST(RvvGenerateArgs, IsaRefusals) {

@@ -28,12 +28,23 @@ def pytest_configure(config):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    if TEST_TIMEOUT_S > 0:
-        faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_watchdog_out or sys.stderr)
+    _arm_watchdog()
     try:
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def _arm_watchdog():
+    if TEST_TIMEOUT_S > 0:
+        faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_watchdog_out or sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def watchdog():
+    """A callable that restarts the running test's watchdog: for a fixture made of several
+    long steps (test_export's exports), each step gets TEST_TIMEOUT_S, not their sum."""
+    return _arm_watchdog
 
 
 @pytest.fixture(scope="session")

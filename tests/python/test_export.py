@@ -49,6 +49,7 @@ RUNNER = Path(os.environ.get("RVV_GENERATE") or next((p for p in _BUILT if p.is_
 needs_runner = pytest.mark.skipif(not RUNNER.is_file() and not os.environ.get("RVV_GENERATE"), reason=f"rvv-generate not built ({RUNNER}): build it "
                                   "with -DRVV_TORCH_SYSROOT (tools/rvv_generate/CMakeLists.txt)")
 CACHE = 32
+CHUNK = 4  # the prefill model's chunk: PROMPT takes 2 calls, the second overlapping the first
 PROMPT = [3, 17, 42, 5, 99]
 NEW = 8
 GATE = "min_mnk=0,min_n=64,min_k=64"
@@ -70,7 +71,7 @@ CASES = {"qwen2": ("bf16", None), "llama": ("int4", 64)}
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory):
+def packages(tmp_path_factory, watchdog):
     """arch -> (model, package path, export's metadata): one export per architecture."""
     out = {}
     with pytest.MonkeyPatch.context() as mp:
@@ -82,11 +83,12 @@ def packages(tmp_path_factory):
             model.save_pretrained(d / "model")
             pkg = d / "model.pt2"
             args = [str(d / "model"), "--weights", weights, "-o", str(pkg), "--max-cache-len", str(CACHE),
-                    "--gate", GATE]
+                    "--gate", GATE, "--prefill-chunk", str(CHUNK)]
             if group:
                 args += ["--group-size", str(group)]
             assert export.main(args) == 0
             out[arch] = (model, pkg, export.read_meta(str(pkg)))
+            watchdog()  # each export (two AOTI compiles) gets the whole timeout
         import rvv_inductor
 
         rvv_inductor.disable()
@@ -135,6 +137,7 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
     tokens = [int(t) for t in lines["tokens"].split(",")]
     assert len(tokens) == NEW
     assert lines["threads"] == "2"
+    assert meta["prefill_chunk"] == CHUNK and "2 prefill call(s) of 4 tokens" in lines["prefill_s"], lines
     got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(NEW, -1))
     assert got.shape[1] == 256
     assert got.argmax(-1).tolist() == tokens  # the runner's argmax is its logits'
@@ -179,6 +182,77 @@ def test_teacher_forced(packages, tmp_path):
     assert (got - want).abs().max().item() <= tol
 
 
+@needs_runner
+@pytest.mark.parametrize("prompt", [PROMPT[:3], PROMPT + [7, 8, 9]], ids=["shorter-than-a-chunk", "two-chunks"])
+def test_prefill_paths(packages, tmp_path, prompt):
+    # The prefill model (chunks of CHUNK, run on the decode model's weights and KV cache)
+    # and the decode step token by token (--tokenwise-prefill) both give eager's logits: for
+    # a prompt of exactly two chunks, and for one shorter than a chunk (no prefill call).
+    model, pkg, _ = packages["qwen2"]
+    feed = [11, 3]
+    with torch.no_grad():
+        want = model(torch.tensor([prompt + feed])).logits[0, len(prompt) - 1:].float()
+    tol = ULPS * bf16_ulp(want.abs().max().item())
+    calls = len(prompt) // CHUNK
+    for extra, note in (([], f"{calls} prefill call(s)" if calls else "decode step per token"),
+                        (["--tokenwise-prefill"], "decode step per token")):
+        dump = tmp_path / "l.bin"
+        r = run(pkg, "--prompt-ids", ",".join(map(str, prompt)), "--feed-ids", ",".join(map(str, feed)),
+                "--dump-logits", dump, *extra)
+        assert note in r.stdout, r.stdout
+        got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(len(feed) + 1, -1))
+        assert (got - want).abs().max().item() <= tol, (extra, (got - want).abs().max().item(), tol)
+
+
+@needs_runner
+def test_prefill_model_must_share_the_decode_constants(packages, tmp_path):
+    # A package whose prefill model is not the decode model's twin (here: the other test
+    # model's prefill library), or that lacks the prefill model its metadata promises, is
+    # refused with one line (exit 2) before any prefill call.
+    _, pkg, _ = packages["qwen2"]
+    _, other, _ = packages["llama"]
+
+    def rebuilt(path, prefill_from):
+        with zipfile.ZipFile(pkg) as src, zipfile.ZipFile(path, "w") as dst:
+            for info in src.infolist():
+                if "/data/aotinductor/prefill/" not in info.filename:
+                    dst.writestr(info, src.read(info))
+            if prefill_from is not None:
+                with zipfile.ZipFile(prefill_from) as o:
+                    root = src.namelist()[0].split("/")[0]
+                    for info in o.infolist():
+                        if "/data/aotinductor/prefill/" in info.filename:
+                            dst.writestr(root + "/" + info.filename.split("/", 1)[1], o.read(info))
+        return path
+
+    for bad, want in ((rebuilt(tmp_path / "swapped.pt2", other), "not one of the decode model's"),
+                      (rebuilt(tmp_path / "missing.pt2", None), "has no AOTI model 'prefill'")):
+        r = run(bad, "--prompt-ids", ",".join(map(str, PROMPT)), check=False)
+        assert r.returncode == 2 and want in r.stderr and r.stderr.count("\n") == 1, (r.returncode, r.stderr)
+        # The decode step alone still runs such a package.
+        assert run(bad, "--prompt-ids", ",".join(map(str, PROMPT)), "--tokenwise-prefill").returncode == 0
+
+
+def test_shared_constant_problems():
+    # The export-side check that lets rvv-generate bind the prefill model to the decode
+    # model's tensors: same names, FQNs, dtypes, shapes, strides and bytes.
+    w = torch.randn(4, 8).to(torch.bfloat16)
+    kv = torch.zeros(2, 3, dtype=torch.bfloat16)
+    decode = {"w": ("model.w", w), "key_cache_0": ("key_cache_0", kv)}
+    assert export.shared_constant_problems(decode, {"w": ("model.w", w.clone()), "key_cache_0": ("key_cache_0", kv)}) == []
+    w2 = w.clone()
+    w2[1, 2] += 1
+    cases = [({"w": ("model.w", w2)}, "different values"), ({"w": ("model.v", w)}, "FQN"),
+             ({"w": ("model.w", w.float())}, "dtype"), ({"w": ("model.w", w.t().contiguous())}, "shape"),
+             ({"w": ("model.w", torch.empty_strided((4, 8), (1, 4), dtype=torch.bfloat16).copy_(w))}, "strides"),
+             ({"u": ("model.u", w)}, "not a decode constant")]
+    for prefill, want in cases:
+        problems = export.shared_constant_problems(decode, prefill)
+        assert len(problems) == 1 and want in problems[0], (want, problems)
+    dup = {"a": ("constant2", w), "b": ("constant2", w)}
+    assert "share the FQN" in export.shared_constant_problems(dup, {})[0]
+
+
 @pytest.mark.parametrize("arch", list(CASES))
 def test_verify_package(arch, packages):
     _, pkg, meta = packages[arch]
@@ -193,7 +267,9 @@ def test_verify_package(arch, packages):
     shapes = {(e["N"], e["K"]) for e in rvv}
     assert shapes == {(128, 128), (64, 128), (256, 128), (128, 256)}, shapes
     assert not [e for e in report["routing"] if e["route"] == "aten"]
-    assert all(e["M"] == 1 for e in rvv)
+    # M = 1 (decode) and M = CHUNK (prefill), every projection in both models.
+    assert {e["M"] for e in rvv} == {1, CHUNK}
+    assert {(e["N"], e["K"]) for e in rvv if e["M"] == CHUNK} == shapes
     if weights != "bf16":
         assert {e["dtype"] for e in rvv} == {weights}
     sos = [s for s in report["shared_objects"] if s["rvv_micro_gemm"]]

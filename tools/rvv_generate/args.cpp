@@ -34,9 +34,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string usage() {
   return "usage: rvv-generate MODEL.pt2 --prompt-ids 1,2,3 [--max-new-tokens N] [--threads T]\n"
          "                    [--dump-logits FILE] [--ignore-eos] [--region ID] [--feed-ids 4,5]\n"
+         "                    [--tokenwise-prefill]\n"
          "  Loads an AOTInductor package made by `python3 -m rvv_inductor export`, runs the\n"
-         "  prompt through it (prefill), then a greedy decode loop; prints the new token ids\n"
-         "  and the time of each phase. --dump-logits writes the float32 logits that chose\n"
+         "  prompt through it (prefill: the package's prefill model, chunks of the size it was\n"
+         "  exported with, bound to the decode model's weights and KV cache; with\n"
+         "  --tokenwise-prefill, or a prompt shorter than a chunk, the decode step token by\n"
+         "  token), then a greedy decode loop; prints the new token ids and the time of\n"
+         "  each phase. --dump-logits writes the float32 logits that chose\n"
          "  each new token (one row of vocab_size values per token, little-endian).\n"
          "  --region ID (1..4) opens an rvvcount marker region ID around every decode step.\n"
          "  --feed-ids (teacher forcing): decode step i feeds the i-th id instead of the token\n"
@@ -99,6 +103,9 @@ std::string parse_args(int argc, const char* const* argv, Options* out) {
     } else if (a == "--ignore-eos") {
       if (has_val) return "--ignore-eos takes no value";
       o.ignore_eos = true;
+    } else if (a == "--tokenwise-prefill") {
+      if (has_val) return "--tokenwise-prefill takes no value";
+      o.tokenwise_prefill = true;
     } else if (a.size() > 1 && a[0] == '-') {
       return "unknown option " + a;
     } else if (o.package.empty()) {
@@ -157,6 +164,11 @@ std::string read_needs(const std::map<std::string, std::string>& meta, PackageNe
   n.max_cache_len = static_cast<int>(x);
   if (!get("rvv_vocab_size", &v) || !parse_int(v, 1, 1 << 30, &x)) return "package metadata has no valid rvv_vocab_size";
   n.vocab_size = static_cast<int>(x);
+  // Packages exported before the prefill model have no rvv_prefill_chunk: none.
+  if (get("rvv_prefill_chunk", &v)) {
+    if (!parse_int(v, 0, n.max_cache_len, &x) || x == 1) return "package metadata: bad rvv_prefill_chunk '" + v + "'";
+    n.prefill_chunk = static_cast<int>(x);
+  }
   if (get("rvv_eos_token_ids", &v) && !v.empty()) {
     for (const auto& p : split(v, ',')) {
       if (!parse_int(p, 0, (1LL << 31) - 1, &x)) return "package metadata: bad rvv_eos_token_ids '" + v + "'";
@@ -200,6 +212,15 @@ std::string check_lengths(size_t prompt_len, int max_cache_len, int* new_tokens,
     *new_tokens = static_cast<int>(room);
   }
   return "";
+}
+
+std::vector<int64_t> prefill_chunk_starts(size_t prompt_len, int chunk) {
+  std::vector<int64_t> starts;
+  if (chunk < 2 || prompt_len < static_cast<size_t>(chunk)) return starts;
+  const auto P = static_cast<int64_t>(prompt_len), C = static_cast<int64_t>(chunk);
+  for (int64_t s = 0; s + C <= P; s += C) starts.push_back(s);
+  if (P % C) starts.push_back(P - C);
+  return starts;
 }
 
 }  // namespace rvv_generate

@@ -22,6 +22,9 @@ struct Options {
   // step i feeds feed_ids[i] instead of the token just chosen. Exactly max_new_tokens - 1
   // ids; a forced run does not stop at EOS.
   std::vector<int64_t> feed_ids;
+  // Run the prompt through the decode step one token at a time even when the package has a
+  // prefill model (to compare the two, or to count the decode step alone).
+  bool tokenwise_prefill = false;
   bool help = false;
 };
 
@@ -42,6 +45,7 @@ struct PackageNeeds {
   int vlen = 0;            // bits
   int max_cache_len = 0;
   int vocab_size = 0;
+  int prefill_chunk = 0;   // tokens per call of the package's prefill model; 0: none
   std::vector<int64_t> eos_ids;
 };
 
@@ -56,5 +60,12 @@ std::string check_isa(const PackageNeeds& needs, const rvv_cpu_features& cpu);
 // *new_tokens is lowered to what the cache can hold (each token after the first needs one
 // more position); a note is written to *note when that happens.
 std::string check_lengths(size_t prompt_len, int max_cache_len, int* new_tokens, std::string* note);
+
+// Where the prefill model's calls start for a prompt of prompt_len tokens and chunks of
+// `chunk`: 0, chunk, 2 chunk, ..., and, when the prompt is not a multiple of the chunk, one
+// last chunk ending at the prompt's last token (it overlaps the one before; recomputing a
+// cached position writes the values it already holds). Empty when the prompt is shorter
+// than a chunk (or chunk < 2): then every prompt token goes through the decode step.
+std::vector<int64_t> prefill_chunk_starts(size_t prompt_len, int chunk);
 
 }  // namespace rvv_generate

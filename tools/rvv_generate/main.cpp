@@ -1,6 +1,7 @@
-// rvv-generate: runs the decode step of an AOTInductor package made by
-// `python3 -m rvv_inductor export` from C++, with no Python in the process: the prompt
-// (prefill, one token per call), then a greedy decode loop. Prints the new token ids and
+// rvv-generate: runs an AOTInductor package made by `python3 -m rvv_inductor export` from
+// C++, with no Python in the process: the prompt (prefill: chunks through the package's
+// prefill model, bound to the decode model's weights and KV cache, see prefill_model.h;
+// what is shorter than a chunk goes through the decode step), then a greedy decode loop. Prints the new token ids and
 // the time of each phase. Every check that can refuse (arguments, the file, the package's
 // metadata, the CPU's ISA, the prompt length) runs before the package's code is loaded, so
 // a CPU without V gets a one-line refusal (exit 2), never a SIGILL.
@@ -15,12 +16,14 @@
 #include <vector>
 
 #include "args.h"
+#include "prefill_model.h"
 #include "rvv_inductor/cpu_features.h"
 #include "rvv_inductor/markers.h"
 
 namespace {
 
 constexpr const char* kModel = "decode";
+constexpr const char* kPrefillModel = "prefill";
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "rvv-generate: %s\n", msg.c_str());
@@ -96,12 +99,26 @@ int main(int argc, char** argv) {
     if (o.threads > 0) at::set_num_threads(o.threads);
     auto t0 = std::chrono::steady_clock::now();
     torch::inductor::AOTIModelPackageLoader loader(o.package, kModel);
+    const std::vector<int64_t> starts =
+        o.tokenwise_prefill ? std::vector<int64_t>{} : rvv_generate::prefill_chunk_starts(o.prompt_ids.size(), needs.prefill_chunk);
+    std::unique_ptr<rvv_generate::PrefillModel> prefill;
+    if (!starts.empty()) {
+      try {
+        prefill = std::make_unique<rvv_generate::PrefillModel>(o.package, kPrefillModel, *loader.get_runner(),
+                                                               needs.prefill_chunk);
+      } catch (const rvv_generate::PackageError& e) {
+        if (dump) std::fclose(dump);
+        return fail(o.package + ": " + e.what());
+      }
+    }
     const double load_s = seconds_since(t0);
 
     at::Tensor logits;
     t0 = std::chrono::steady_clock::now();
     int64_t pos = 0;
-    for (int64_t id : o.prompt_ids) logits = step(loader, id, pos++);
+    for (int64_t s : starts) logits = prefill->run(o.prompt_ids, s);
+    if (!starts.empty()) pos = static_cast<int64_t>(o.prompt_ids.size());
+    for (; pos < static_cast<int64_t>(o.prompt_ids.size()); ++pos) logits = step(loader, o.prompt_ids[pos], pos);
     const double prefill_s = seconds_since(t0);
 
     std::vector<int64_t> generated;
@@ -140,9 +157,12 @@ int main(int argc, char** argv) {
     std::string ids;
     for (size_t i = 0; i < generated.size(); ++i) ids += (i ? "," : "") + std::to_string(generated[i]);
     std::printf("tokens: %s\n", ids.c_str());
-    std::printf("load_s: %.3f\nprefill_s: %.3f (%zu tokens)\ndecode_s: %.3f (%d steps, %.3f s/token)\nthreads: %d\n",
-                load_s, prefill_s, o.prompt_ids.size(), decode_s, decode_steps,
-                decode_steps ? decode_s / decode_steps : 0.0, at::get_num_threads());
+    std::printf("load_s: %.3f\nprefill_s: %.3f (%zu tokens, %s)\ndecode_s: %.3f (%d steps, %.3f s/token)\nthreads: %d\n",
+                load_s, prefill_s, o.prompt_ids.size(),
+                starts.empty() ? "decode step per token"
+                               : (std::to_string(starts.size()) + " prefill call(s) of " +
+                                  std::to_string(needs.prefill_chunk) + " tokens").c_str(),
+                decode_s, decode_steps, decode_steps ? decode_s / decode_steps : 0.0, at::get_num_threads());
   } catch (const std::exception& e) {
     if (dump) std::fclose(dump);
     std::fprintf(stderr, "rvv-generate: %s\n", first_line(e.what()).c_str());

@@ -216,7 +216,7 @@ def write(out: Path) -> int:
            "calibration": _calibration()}
     ok = True
     for mode, r in results.items():
-        m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "rss_peak_kib", "rss_model_kib",
+        m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "prefill_chunk", "rss_peak_kib", "rss_model_kib",
                                    "param_bytes", "packed_bytes", "routing", "workloads", "threads",
                                    "weight_bytes_step", "weights", "group_size", "formats", "unavailable",
                                    "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib",
@@ -382,7 +382,9 @@ def _compile_and_memory(rep: dict) -> list[str]:
         L.append(f"  {mode:15} {m['compile_s']:10.1f} {m['artifacts'] or 0:9d} {_mib(m['rss_peak_kib']):>10} "
                  f"{_mib(m.get('rss_over_empty_kib')):>10} {_mib((m['param_bytes'] or 0) / 1024):>10} "
                  f"{_mib((packed or 0) / 1024):>10}"
-                 + ("  (export + AOTInductor compile of the decode step; peak = that process; 'packed' = the .pt2 "
+                 + ("  (export + AOTInductor compile of the decode step"
+                    + (f" and the {m['prefill_chunk']}-token prefill step" if m.get("prefill_chunk") else "")
+                    + "; peak = that process; 'packed' = the .pt2 "
                     f"file; rvv-generate's own peak {_mib(m.get('runner_rss_peak_kib'))})" if mode in PACKAGE_MODES
                     else ""))
     if "regional" in modes and "whole" in modes and modes["whole"]["compile_s"] > 0:

@@ -582,7 +582,7 @@ def runner_times(stdout: str) -> dict:
 
 
 def run_package(spec: dict, mode_name: str) -> dict:
-    """The decode step exported once as an AOTInductor package (``export.export``, under
+    """The decode and prefill steps exported once as an AOTInductor package (``export.export``, under
     rvv_inductor with freezing: every admitted projection on our kernels, attention on our
     decode kernel), then each batch-1 workload run by ``rvv-generate`` (C++, no Python),
     teacher-forced with eager's tokens (--feed-ids), its logits dumped for the comparison.
@@ -623,9 +623,15 @@ def run_package(spec: dict, mode_name: str) -> dict:
     prog.stage(f"{mode_name}: export + AOTInductor compile ({weights})")
     # Partitioned for the K1's cores (export --threads): the counting run uses them all;
     # any thread count computes the same result.
-    meta = export.export(model, str(pkg), weights=weights, max_cache_len=cache, threads=K1_CORES)
+    # Prefill chunks as long as the shortest measured prompt (<= 16), so its prompt runs
+    # through the prefill model; longer prompts take several chunks. --quick (CI) leaves
+    # the prefill model out: its compile would double the export (test_export tests it).
+    chunk = 0 if spec.get("quick") else min(export.DEFAULT_PREFILL_CHUNK, min(p for _, p in batch1))
+    meta = export.export(model, str(pkg), weights=weights, max_cache_len=cache, threads=K1_CORES,
+                         prefill_chunk=chunk if chunk >= 2 else 0)
     res["compile_s"] = float(meta["export_s"]) + float(meta["compile_s"])
-    res["graphs"] = 1
+    res["graphs"] = 2 if meta["prefill_chunk"] else 1
+    res["prefill_chunk"] = meta["prefill_chunk"]
     res["package_file_bytes"] = pkg.stat().st_size
     res["routing"] = _package_routing(pkg)
     res["weight_bytes_step"] = _package_weight_bytes(model, weights)
