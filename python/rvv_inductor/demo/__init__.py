@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..policy import K1_CORES
 from . import models, worker
 from .progress import Plan, expected_seconds
 
@@ -34,10 +35,14 @@ FULL_MODES = DEFAULT_MODES + ("package",)
 QUICK_MODES = ("eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0", "package")
 # The default workload fits the 20-minute budget of a first run on a 2-core machine
 # (counts included); --full is the long run (the small config over several workloads).
-# One torch thread by default: under emulation a second thread buys nothing on a busy
-# 2-core machine, and libgomp's spin-waiting costs the other processes.
-DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=8, threads=1)
-FULL = dict(config="small", batch=[1, 2, 4], prompt=[32, 128], steps=8, count_steps=2, count_prompt=0, threads=0)
+# The measuring pass runs the K1's 8 threads (idle ones sleep: OMP_WAIT_POLICY=passive)
+# and counts at its shortest prompt: the counting runs (8 threads, every thread counted)
+# then find the regional artifacts in the Inductor cache (its key holds the thread count,
+# the prompt sets the M buckets) instead of compiling them again under the plugin, which
+# took 13 of the default run's 22.6 minutes. --quick (CI, not counted) keeps one thread.
+DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=0, threads=K1_CORES)
+FULL = dict(config="small", batch=[1, 2, 4], prompt=[32, 128], steps=8, count_steps=2, count_prompt=0,
+            threads=K1_CORES)
 QUICK = dict(config="tiny", batch=[1], prompt=[8], steps=3, count_steps=1, count_prompt=0, threads=1)
 
 
@@ -70,7 +75,9 @@ def parser() -> argparse.ArgumentParser:
                    help="CI smoke test: tiny model, batch 1, prompt 8, 3 steps, all modes, agreement enforced")
     p.add_argument("--out", default="build/demo", help="report directory (default build/demo)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch threads (default 1; --full: torch's choice)")
+    p.add_argument("--threads", type=int, help=f"torch threads of the measuring pass (default {K1_CORES}, the K1's cores, "
+                   "which the counting pass uses: with another count it compiles the regional artifacts again; "
+                   "--quick: 1)")
     p.add_argument("--keep-cache", action="store_true",
                    help="reuse the Inductor cache of a previous run (compile times are then warm)")
     p.add_argument("--count-steps", type=int, help="decode steps in the counting runs (scripts/demo; default 1, "

@@ -683,9 +683,10 @@ def main(argv: list[str]) -> int:
     """python3 -m rvv_inductor demo --worker MODE SPEC.json"""
     mode, spec_path = argv
     spec = json.loads(Path(spec_path).read_text())
-    if spec.get("count") and "torch" not in sys.modules:
+    if (spec.get("count") or (spec.get("threads") or 1) > 1) and "torch" not in sys.modules:
         # Before libgomp loads (with torch): idle OpenMP workers sleep in futex instead of
-        # spinning inside a counted region, where the plugin would charge the spinning.
+        # spinning inside a counted region, where the plugin would charge the spinning, or,
+        # in the measuring pass, on the cores the other mode worker needs.
         os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     try:
         if mode == EMPTY:

@@ -223,11 +223,13 @@ def test_presets():
     explicit flags win over either."""
     d = spec_of()
     assert (d["config"]["hidden_size"], d["batches"], d["prompts"], d["steps"]) == (1024, [1], [16], 4)
-    assert (d["count_prompt"], d["count_steps"], d["threads"]) == (8, 1, 1)
+    # The counting pass reuses the measuring pass's regional artifacts only with the same
+    # threads (the K1's 8, which it counts on) and prompt (M buckets).
+    assert (d["count_prompt"], d["count_steps"], d["threads"]) == (16, 1, 8)
     assert d["modes"] == list(demo_pkg.DEFAULT_MODES) and d["modes"][0] == "eager"
     f = spec_of("--full")
     assert (f["config"]["vocab_size"], f["batches"], f["prompts"], f["steps"]) == (8192, [1, 2, 4], [32, 128], 8)
-    assert f["count_prompt"] == 32 and f["count_steps"] == 2 and f["threads"] == 0  # the shortest prompt
+    assert f["count_prompt"] == 32 and f["count_steps"] == 2 and f["threads"] == 8  # the shortest prompt
     assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
     # The package (an AOTI compile under emulation) is in --full, not in the 20-minute default.
     assert f["modes"] == list(demo_pkg.DEFAULT_MODES) + ["package"] and "package" not in d["modes"]
