@@ -54,6 +54,12 @@ TEST(RvvGenerateArgs, ParsesEverything) {
   EXPECT_EQ(o.region, 3);
   EXPECT_TRUE(o.feed_ids.empty());
   EXPECT_FALSE(o.tokenwise_prefill);
+  ASSERT_EQ(parse({"m.pt2", "--prompt-ids", "1", "--region", "1", "--prefill-region", "3"}, &o), "");
+  EXPECT_EQ(o.region, 1);
+  EXPECT_EQ(o.prefill_region, 3);
+  EXPECT_NE(parse({"m.pt2", "--prompt-ids", "1", "--region", "2", "--prefill-region", "2"}, &o).find("must differ"),
+            std::string::npos);
+  EXPECT_NE(parse({"m.pt2", "--prompt-ids", "1", "--prefill-region", "5"}, &o).find("--prefill-region"), std::string::npos);
   ASSERT_EQ(parse({"m.pt2", "--prompt-ids", "1", "--tokenwise-prefill"}, &o), "");
   EXPECT_TRUE(o.tokenwise_prefill);
   EXPECT_NE(parse({"m.pt2", "--prompt-ids", "1", "--tokenwise-prefill=1"}, &o).find("takes no value"), std::string::npos);

@@ -64,7 +64,7 @@ BANDWIDTHS = {"est_decode_tok_s_ceiling": policy.K1_DRAM_BYTES_PER_S,
 def estimates(d: Path, mode: str, count_spec: dict, depth: int) -> dict | None:
     """{batch: {"est_decode_tok_s": ..., "est_decode_tok_s_ceiling": ..., "est_prefill_tok_s": ...,
     "est_prefill_tok_s_ceiling": ...}} recomputed from DIR's raw counts; None if not counted."""
-    if mode.startswith(("llama.cpp", "package")):  # a driver's decode steps: one region
+    if mode.startswith(("llama.cpp", "package")):  # a driver's decode steps: one region (and its prefill)
         argv = d / f"count-argv-{mode}.json"
         regs = _regions(d, mode, {"runs": [{"tag": "", "layers": depth}]}, depth)
         if regs is None or not argv.is_file():
@@ -73,7 +73,12 @@ def estimates(d: Path, mode: str, count_spec: dict, depth: int) -> dict | None:
         r = regs.get(str(run.get("region", LLAMACPP_REGION)))
         if r is None:
             return None
-        return {1: {k: 1 / _seconds(r, run["steps"], False, bw) for k, bw in BANDWIDTHS.items()}}
+        e = {k: 1 / _seconds(r, run["steps"], False, bw) for k, bw in BANDWIDTHS.items()}
+        pre = regs.get(str(run["prefill_region"])) if run.get("prefill_region") else None
+        if pre is not None:  # rvv-generate's whole prefill: one prompt
+            for k, bw in BANDWIDTHS.items():
+                e[k.replace("decode", "prefill")] = run["prompt"] / _seconds(pre, 1, False, bw)
+        return {1: e}
     regs = _regions(d, mode, count_spec, depth)
     if regs is None:
         return None

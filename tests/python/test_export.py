@@ -111,7 +111,7 @@ def reference_model(model, weights: str, group: int | None):
         return model
     import copy
 
-    from rvv_inductor import quantized, regional
+    from rvv_inductor import policy, quantized, regional
 
     ref = copy.deepcopy(model)
     nb = cpu.effective().block_n
@@ -119,7 +119,8 @@ def reference_model(model, weights: str, group: int | None):
     with torch.no_grad():
         for name, mod in ref.named_modules():
             if isinstance(mod, torch.nn.Linear) and gate.check(1, mod.out_features, mod.in_features) is None:
-                q = regional.RVVQuantLinear.from_linear(mod, nb, weights, group)
+                g = policy.DEFAULT_GROUP_SIZE[weights] if group is None else group
+                q = regional.RVVQuantLinear.from_linear(mod, nb, weights, g)
                 mod.weight.copy_(quantized.dequantize(q.packed_weight, q._layout).to(torch.bfloat16))
     return ref
 
@@ -162,6 +163,55 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
     with torch.no_grad():
         free = ref.generate(torch.tensor([PROMPT]), max_new_tokens=NEW, do_sample=False)[0, len(PROMPT):].tolist()
     assert free[:n] == tokens[:n]
+
+
+@needs_runner
+def test_int8_package(packages, tmp_path, watchdog):
+    # INT8 (per-channel scales, export's default) end to end: the qwen2 model exported
+    # again with --weights int8 (decode step only, to keep CI's time), its kernels the
+    # quantized ones (verify), rvv-generate's logits against eager on the dequantized INT8
+    # weights, and greedy tokens on decisive positions.
+    model, _, _ = packages["qwen2"]
+    pkg = tmp_path / "int8.pt2"
+    d = tmp_path / "model"
+    model.save_pretrained(d)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+        torch._dynamo.reset()
+        try:
+            assert export.main([str(d), "--weights", "int8", "-o", str(pkg), "--max-cache-len", str(CACHE),
+                                "--gate", GATE, "--prefill-chunk", "0"]) == 0
+        finally:
+            import rvv_inductor
+
+            rvv_inductor.disable()
+            torch._dynamo.reset()
+    watchdog()
+    meta = export.read_meta(str(pkg))
+    assert meta["weights"] == "int8" and meta["prefill_chunk"] == 0
+    dump = tmp_path / "l.bin"
+    r = run(pkg, "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", NEW, "--dump-logits", dump,
+            "--ignore-eos")
+    assert "decode step per token" in r.stdout, r.stdout
+    tokens = [int(t) for t in r.stdout.splitlines()[0].split(": ")[1].split(",")]
+    got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(NEW, -1))
+    assert got.argmax(-1).tolist() == tokens
+    ref = reference_model(model, "int8", None)
+    with torch.no_grad():
+        want = ref(torch.tensor([PROMPT + tokens[:-1]])).logits[0, len(PROMPT) - 1:].float()
+    tol = ULPS * bf16_ulp(want.abs().max().item())
+    diff = (got - want).abs().max().item()
+    print(f"int8: max |logit diff| {diff:.4g}, tolerance {tol:.4g}")
+    assert diff <= tol
+    top2 = want.topk(2, -1).values
+    decisive = ((top2[:, 0] - top2[:, 1]) > 2 * tol).tolist()
+    assert any(decisive)
+    assert all(t == e for t, e, dd in zip(tokens, want.argmax(-1).tolist(), decisive) if dd)
+    v = subprocess.run(["python3", "-m", "rvv_inductor", "verify", str(pkg), "--json"], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    report = json.loads(v.stdout)
+    assert v.returncode == 0 and report["ok"], report["problems"]
+    assert {e["dtype"] for e in report["routing"] if e["route"] == "rvv"} == {"int8"}
 
 
 @needs_runner

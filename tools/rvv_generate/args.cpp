@@ -34,7 +34,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::string usage() {
   return "usage: rvv-generate MODEL.pt2 --prompt-ids 1,2,3 [--max-new-tokens N] [--threads T]\n"
          "                    [--dump-logits FILE] [--ignore-eos] [--region ID] [--feed-ids 4,5]\n"
-         "                    [--tokenwise-prefill]\n"
+         "                    [--tokenwise-prefill] [--prefill-region ID]\n"
          "  Loads an AOTInductor package made by `python3 -m rvv_inductor export`, runs the\n"
          "  prompt through it (prefill: the package's prefill model, chunks of the size it was\n"
          "  exported with, bound to the decode model's weights and KV cache; with\n"
@@ -42,7 +42,8 @@ std::string usage() {
          "  token), then a greedy decode loop; prints the new token ids and the time of\n"
          "  each phase. --dump-logits writes the float32 logits that chose\n"
          "  each new token (one row of vocab_size values per token, little-endian).\n"
-         "  --region ID (1..4) opens an rvvcount marker region ID around every decode step.\n"
+         "  --region ID (1..4) opens an rvvcount marker region ID around every decode step,\n"
+         "  --prefill-region ID one around the prefill (another ID).\n"
          "  --feed-ids (teacher forcing): decode step i feeds the i-th id instead of the token\n"
          "  it chose; max-new-tokens - 1 ids, and no stop at EOS (the tokens printed are still\n"
          "  the argmax of each step's logits).\n"
@@ -92,10 +93,10 @@ std::string parse_args(int argc, const char* const* argv, Options* out) {
       if (!(err = value(&v)).empty()) return err;
       if (!parse_int(v, 1, 1024, &n)) return "--threads: '" + v + "' is not an integer in 1..1024";
       o.threads = static_cast<int>(n);
-    } else if (a == "--region") {
+    } else if (a == "--region" || a == "--prefill-region") {
       if (!(err = value(&v)).empty()) return err;
-      if (!parse_int(v, 0, 4, &n)) return "--region: '" + v + "' is not an integer in 0..4";
-      o.region = static_cast<int>(n);
+      if (!parse_int(v, 0, 4, &n)) return a + ": '" + v + "' is not an integer in 0..4";
+      (a == "--region" ? o.region : o.prefill_region) = static_cast<int>(n);
     } else if (a == "--dump-logits") {
       if (!(err = value(&v)).empty()) return err;
       if (v.empty()) return "--dump-logits needs a file name";
@@ -115,6 +116,8 @@ std::string parse_args(int argc, const char* const* argv, Options* out) {
     }
   }
   if (o.help) { *out = o; return ""; }
+  if (o.region && o.region == o.prefill_region)
+    return "--region and --prefill-region must differ (one region per phase)";
   if (o.package.empty()) return "no package given (MODEL.pt2)";
   if (!have_prompt) return "--prompt-ids is required";
   if (have_feed) {

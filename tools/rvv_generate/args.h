@@ -18,6 +18,7 @@ struct Options {
   std::string dump_logits;   // empty: none
   bool ignore_eos = false;
   int region = 0;            // 1..4: one rvvcount marker region per decode step (bench)
+  int prefill_region = 0;    // 1..4: one rvvcount marker region around the whole prefill
   // Teacher forcing (the demo compares logits position by position with eager's): decode
   // step i feeds feed_ids[i] instead of the token just chosen. Exactly max_new_tokens - 1
   // ids; a forced run does not stop at EOS.

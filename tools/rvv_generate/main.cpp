@@ -49,6 +49,18 @@ at::Tensor step(torch::inductor::AOTIModelPackageLoader& loader, int64_t token, 
 #define DECODE_STEP_IN_REGION(ID) \
   do { RVV_BENCH_BEGIN(ID); logits = step(loader, next, pos); RVV_BENCH_END(ID); } while (0)
 
+// Opens (begin = true) or closes marker region `id` (1..4; the marker's immediate must be
+// a constant, parse_args checks the range).
+void prefill_marker(int id, bool begin) {
+  switch (id) {
+    case 1: if (begin) RVV_BENCH_BEGIN(1); else RVV_BENCH_END(1); break;
+    case 2: if (begin) RVV_BENCH_BEGIN(2); else RVV_BENCH_END(2); break;
+    case 3: if (begin) RVV_BENCH_BEGIN(3); else RVV_BENCH_END(3); break;
+    case 4: if (begin) RVV_BENCH_BEGIN(4); else RVV_BENCH_END(4); break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,9 +128,11 @@ int main(int argc, char** argv) {
     at::Tensor logits;
     t0 = std::chrono::steady_clock::now();
     int64_t pos = 0;
+    prefill_marker(o.prefill_region, true);
     for (int64_t s : starts) logits = prefill->run(o.prompt_ids, s);
     if (!starts.empty()) pos = static_cast<int64_t>(o.prompt_ids.size());
     for (; pos < static_cast<int64_t>(o.prompt_ids.size()); ++pos) logits = step(loader, o.prompt_ids[pos], pos);
+    prefill_marker(o.prefill_region, false);
     const double prefill_s = seconds_since(t0);
 
     std::vector<int64_t> generated;

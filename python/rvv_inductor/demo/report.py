@@ -106,6 +106,14 @@ def counted_driver(out: Path, mode: str) -> list[dict] | None:
         return None
     dec = _per(derive(reg), run["steps"])
     est = estimate.estimates(None, dec, 1)
+    # rvv-generate also charges its whole prefill to a region of its own (prefill_region).
+    pre = pre_est = None
+    pre_reg = json.loads(path.read_text()).get("regions", {}).get(str(run["prefill_region"])) \
+        if run.get("prefill_region") else None
+    if pre_reg:
+        p = run["prompt"]
+        pre = _per(derive(pre_reg), p)
+        pre_est = estimate.estimates(None, {k: v * p if k in COUNTERS else v for k, v in pre.items()}, p)
     backend = None  # the driver's JSON line: which ggml CPU variant the counting QEMU loaded
     stdout = out / f"count-{mode}.stdout"
     if stdout.is_file():
@@ -116,8 +124,8 @@ def counted_driver(out: Path, mode: str) -> list[dict] | None:
             except ValueError:
                 pass
     return [{"batch": 1, "prompt": run["prompt"], "decode_linear": None, "decode_rest": dec, "backend": backend,
-             "decode_calls": reg.get("calls"), "prefill_linear": None, "prefill_rest": None,
-             **_est_keys("decode", est), **_est_keys("prefill", None)}]
+             "decode_calls": reg.get("calls"), "prefill_linear": None, "prefill_rest": pre,
+             **_est_keys("decode", est), **_est_keys("prefill", pre_est)}]
 
 
 def _est_keys(kind: str, est: dict | None) -> dict:

@@ -671,11 +671,14 @@ def run_package(spec: dict, mode_name: str) -> dict:
         # thread counted).
         cp = spec["count_prompt"]
         ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
+        # The prefill (the prefill model's chunks, or the decode step per token) in its own
+        # region, for the report's prefill estimate.
         argv = [runner, str(pkg), "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens",
-                str(spec["count_steps"] + 1), "--ignore-eos", "--region", str(LLAMACPP_REGION), "--threads",
-                str(K1_CORES)]
+                str(spec["count_steps"] + 1), "--ignore-eos", "--region", str(LLAMACPP_REGION), "--prefill-region",
+                str(PREFILL_REST), "--threads", str(K1_CORES)]
         (out / f"count-argv-{mode_name}.json").write_text(json.dumps(
-            {"argv": argv, "prompt": cp, "steps": spec["count_steps"], "region": LLAMACPP_REGION}))
+            {"argv": argv, "prompt": cp, "steps": spec["count_steps"], "region": LLAMACPP_REGION,
+             "prefill_region": PREFILL_REST}))
     return res
 
 

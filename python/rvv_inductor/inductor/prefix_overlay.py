@@ -29,7 +29,8 @@ _overlay_dir: Path | None = None
 def _upstream_header() -> Path | None:
     from torch.utils.cpp_extension import include_paths
 
-    for inc in include_paths():
+    # enable() puts the overlay first in include_paths (include_paths_wrapper): look past it.
+    for inc in getattr(include_paths, "__wrapped__", include_paths)():
         p = Path(inc) / _REL
         if p.is_file():
             return p

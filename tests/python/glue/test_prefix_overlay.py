@@ -38,7 +38,10 @@ def _installed_headers() -> list[str]:
     try:
         from torch.utils.cpp_extension import include_paths
 
-        found = [str(Path(p) / "torch/csrc/inductor/cpp_prefix.h") for p in include_paths()]
+        # torch's own paths: a test that ran enable() before in this process left the
+        # overlay (the patched header) first in the wrapped include_paths.
+        found = [str(Path(p) / "torch/csrc/inductor/cpp_prefix.h")
+                 for p in getattr(include_paths, "__wrapped__", include_paths)()]
         return [p for p in found if os.path.isfile(p)]
     except ImportError:
         cache = os.environ.get("RVV_INDUCTOR_CACHE", os.path.expanduser("~/.cache/rvv-inductor"))
