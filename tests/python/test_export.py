@@ -166,12 +166,12 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
 
 
 @needs_runner
-def test_int8_package(packages, tmp_path, watchdog):
-    # INT8 (per-channel scales, export's default) end to end: the qwen2 model exported
-    # again with --weights int8 (decode step only, to keep CI's time), its kernels the
-    # quantized ones (verify), rvv-generate's logits against eager on the dequantized INT8
-    # weights, and greedy tokens on decisive positions.
-    model, _, _ = packages["qwen2"]
+def test_int8_package(tmp_path, watchdog):
+    # INT8 (per-channel scales, export's default) end to end: the qwen2 test model exported
+    # with --weights int8 (decode step only, to keep CI's time), its kernels the quantized
+    # ones (verify), rvv-generate's logits against eager on the dequantized INT8 weights,
+    # and greedy tokens on decisive positions.
+    model = make_model("qwen2")
     pkg = tmp_path / "int8.pt2"
     d = tmp_path / "model"
     model.save_pretrained(d)
