@@ -123,14 +123,18 @@ for name in set(LLAMA) & set(modes):
     check(m["workloads"] and all(len(wl["tokens"]) == spec["steps"] + 1 for wl in m["workloads"]), f"{name}: tokens")
     check(m.get("agreement") and all(a["positions"] == spec["steps"] + 1 for a in m["agreement"]),
           f"{name}: agreement {m.get('agreement')}")
-# The AOTInductor package: exported (one graph), every projection on RVV, run by
-# rvv-generate teacher-forced; BF16 agrees with eager like the other BF16 modes.
+# The AOTInductor package: exported (the decode graph, and the prefill graph unless the
+# run left it out: --quick), every projection on RVV, run by rvv-generate teacher-forced;
+# BF16 agrees with eager like the other BF16 modes.
 for name in set(PACKAGE) & set(modes):
     m = modes[name]
     if m.get("unavailable"):
         check(len(m["unavailable"]) > 10, f"{name}: unavailable without a reason")
         continue
-    check(m["compile_s"] > 0 and m["artifacts"] == 1 and m.get("package_file_bytes", 0) > 0, f"{name}: {m['compile_s']}")
+    graphs = 2 if m.get("prefill_chunk") else 1
+    check(m["compile_s"] > 0 and m["artifacts"] == graphs and m.get("package_file_bytes", 0) > 0,
+          f"{name}: compile {m['compile_s']} s, {m['artifacts']} graphs (expected {graphs})")
+    check(bool(m.get("prefill_chunk")) != bool(spec.get("quick")), f"{name}: prefill chunk {m.get('prefill_chunk')}")
     check(m["routing"]["rvv"] and not m["routing"]["fallback"], f"{name}: routing {m['routing']}")
     check(m["workloads"] and all(len(wl["tokens"]) == spec["steps"] + 1 for wl in m["workloads"]), f"{name}: tokens")
     check(m.get("agreement") and all(a["positions"] == spec["steps"] + 1 and a["asserted"] == (PACKAGE[name] == "bf16")
