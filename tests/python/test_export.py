@@ -125,6 +125,27 @@ def reference_model(model, weights: str, group: int | None):
     return ref
 
 
+def assert_matches_reference(ref, tokens: list[int], got, label: str) -> list[bool]:
+    """rvv-generate's logits ``got`` (a row per new token, after PROMPT) against ``ref``'s,
+    teacher-forced on the same tokens: within ULPS BF16 ulps of the largest logit, and the
+    same greedy token on every decisive position (top-2 margin over twice the tolerance).
+    Returns the decisive flags."""
+    with torch.no_grad():
+        want = ref(torch.tensor([PROMPT + tokens[:-1]])).logits[0, len(PROMPT) - 1:].float()
+    tol = ULPS * bf16_ulp(want.abs().max().item())
+    diff = (got - want).abs().max().item()
+    print(f"{label}: max |logit diff| {diff:.4g}, tolerance {tol:.4g}; tokens {tokens}")
+    assert diff <= tol
+    top2 = want.topk(2, -1).values
+    decisive = ((top2[:, 0] - top2[:, 1]) > 2 * tol).tolist()
+    assert any(decisive), "no decisive position: the test would check no token"
+    eager_tokens = want.argmax(-1).tolist()
+    for i, d in enumerate(decisive):
+        if d:
+            assert tokens[i] == eager_tokens[i], f"position {i}: rvv-generate {tokens[i]}, eager {eager_tokens[i]}"
+    return decisive
+
+
 @needs_runner
 @pytest.mark.parametrize("arch", list(CASES))
 def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
@@ -144,20 +165,7 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
     assert got.argmax(-1).tolist() == tokens  # the runner's argmax is its logits'
 
     ref = reference_model(model, weights, group)
-    seq = torch.tensor([PROMPT + tokens[:-1]])
-    with torch.no_grad():
-        want = ref(seq).logits[0, len(PROMPT) - 1:].float()  # teacher-forced on the runner's tokens
-    tol = ULPS * bf16_ulp(want.abs().max().item())
-    diff = (got - want).abs().max().item()
-    print(f"{arch} {weights}: max |logit diff| {diff:.4g}, tolerance {tol:.4g}; tokens {tokens}")
-    assert diff <= tol
-    top2 = want.topk(2, -1).values
-    decisive = ((top2[:, 0] - top2[:, 1]) > 2 * tol).tolist()
-    assert any(decisive), "no decisive position: the test would check no token"
-    eager_tokens = want.argmax(-1).tolist()
-    for i, d in enumerate(decisive):
-        if d:
-            assert tokens[i] == eager_tokens[i], f"position {i}: rvv-generate {tokens[i]}, eager {eager_tokens[i]}"
+    decisive = assert_matches_reference(ref, tokens, got, f"{arch} {weights}")
     # Free-running eager greedy decoding agrees up to the first non-decisive position.
     n = decisive.index(False) if False in decisive else len(decisive)
     with torch.no_grad():
@@ -196,17 +204,7 @@ def test_int8_package(tmp_path, watchdog):
     tokens = [int(t) for t in r.stdout.splitlines()[0].split(": ")[1].split(",")]
     got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(NEW, -1))
     assert got.argmax(-1).tolist() == tokens
-    ref = reference_model(model, "int8", None)
-    with torch.no_grad():
-        want = ref(torch.tensor([PROMPT + tokens[:-1]])).logits[0, len(PROMPT) - 1:].float()
-    tol = ULPS * bf16_ulp(want.abs().max().item())
-    diff = (got - want).abs().max().item()
-    print(f"int8: max |logit diff| {diff:.4g}, tolerance {tol:.4g}")
-    assert diff <= tol
-    top2 = want.topk(2, -1).values
-    decisive = ((top2[:, 0] - top2[:, 1]) > 2 * tol).tolist()
-    assert any(decisive)
-    assert all(t == e for t, e, dd in zip(tokens, want.argmax(-1).tolist(), decisive) if dd)
+    assert_matches_reference(reference_model(model, "int8", None), tokens, got, "qwen2 int8")
     v = subprocess.run(["python3", "-m", "rvv_inductor", "verify", str(pkg), "--json"], capture_output=True,
                        text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO / "python")})
     report = json.loads(v.stdout)

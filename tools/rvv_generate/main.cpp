@@ -1,8 +1,8 @@
 // rvv-generate: runs an AOTInductor package made by `python3 -m rvv_inductor export` from
 // C++, with no Python in the process: the prompt (prefill: chunks through the package's
 // prefill model, bound to the decode model's weights and KV cache, see prefill_model.h;
-// what is shorter than a chunk goes through the decode step), then a greedy decode loop. Prints the new token ids and
-// the time of each phase. Every check that can refuse (arguments, the file, the package's
+// what is shorter than a chunk goes through the decode step), then a greedy decode loop.
+// Prints the new token ids and the time of each phase. Every check that can refuse (arguments, the file, the package's
 // metadata, the CPU's ISA, the prompt length) runs before the package's code is loaded, so
 // a CPU without V gets a one-line refusal (exit 2), never a SIGILL.
 #include <ATen/ATen.h>
@@ -46,12 +46,9 @@ at::Tensor step(torch::inductor::AOTIModelPackageLoader& loader, int64_t token, 
   return out.at(0).reshape({-1}).to(at::kFloat).contiguous();
 }
 
-#define DECODE_STEP_IN_REGION(ID) \
-  do { RVV_BENCH_BEGIN(ID); logits = step(loader, next, pos); RVV_BENCH_END(ID); } while (0)
-
-// Opens (begin = true) or closes marker region `id` (1..4; the marker's immediate must be
-// a constant, parse_args checks the range).
-void prefill_marker(int id, bool begin) {
+// Opens (begin = true) or closes rvvcount marker region `id` (1..4; 0: none). The marker's
+// immediate must be a constant, hence the switch; parse_args checks the range.
+void region_marker(int id, bool begin) {
   switch (id) {
     case 1: if (begin) RVV_BENCH_BEGIN(1); else RVV_BENCH_END(1); break;
     case 2: if (begin) RVV_BENCH_BEGIN(2); else RVV_BENCH_END(2); break;
@@ -128,11 +125,11 @@ int main(int argc, char** argv) {
     at::Tensor logits;
     t0 = std::chrono::steady_clock::now();
     int64_t pos = 0;
-    prefill_marker(o.prefill_region, true);
+    region_marker(o.prefill_region, true);
     for (int64_t s : starts) logits = prefill->run(o.prompt_ids, s);
     if (!starts.empty()) pos = static_cast<int64_t>(o.prompt_ids.size());
     for (; pos < static_cast<int64_t>(o.prompt_ids.size()); ++pos) logits = step(loader, o.prompt_ids[pos], pos);
-    prefill_marker(o.prefill_region, false);
+    region_marker(o.prefill_region, false);
     const double prefill_s = seconds_since(t0);
 
     std::vector<int64_t> generated;
@@ -149,18 +146,9 @@ int main(int argc, char** argv) {
       for (int64_t e : needs.eos_ids) eos = eos || (e == chosen);
       if ((int)generated.size() >= new_tokens || (eos && !o.ignore_eos && !forced)) break;
       const int64_t next = forced ? o.feed_ids[generated.size() - 1] : chosen;
-      if (o.region > 0) {
-        // The marker's immediate must be a constant: regions 1..4 (parse_args checks).
-        switch (o.region) {
-          case 1: DECODE_STEP_IN_REGION(1); break;
-          case 2: DECODE_STEP_IN_REGION(2); break;
-          case 3: DECODE_STEP_IN_REGION(3); break;
-          case 4: DECODE_STEP_IN_REGION(4); break;
-          default: logits = step(loader, next, pos); break;
-        }
-      } else {
-        logits = step(loader, next, pos);
-      }
+      region_marker(o.region, true);
+      logits = step(loader, next, pos);
+      region_marker(o.region, false);
       ++pos;
       ++decode_steps;
     }
