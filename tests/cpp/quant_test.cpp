@@ -14,6 +14,7 @@
 
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/quant_packing.h"
+#include "quant_gemm_entries.h"
 #include "test_util.h"
 
 namespace {
@@ -322,6 +323,109 @@ TEST(QuantKernels, BlockRangeWritesOnlyItsColumns) {
       }
     }
 }
+
+#if defined(__riscv)
+// The GEMM's cache blocking (row blocks, K blocks, column groups) with block sizes small
+// enough that these shapes cross every boundary: K blocks inside a group and across
+// groups, a partial last group with an odd row (INT4's lone low nibble), row blocks with a
+// short tile, column groups with a partial block. Blocking must not change the result:
+// the same fp32 sums in the same order, so it equals the unblocked run bit for bit, and
+// both are within the FP64 bound.
+TEST(QuantKernels, GemmBlockingIsExactAtEveryBoundary) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V extension: the RVV GEMM cannot run here (the scalar path is tested above)";
+  std::mt19937 rng(11);
+  struct Blocking {
+    int64_t mc, kc, ncb;
+  };
+  const Blocking blockings[] = {{4, 2, 1}, {8, 6, 2}, {4, 32, 3}, {12, 40, 1}, {4, 64, 2}, {16, 130, 1}};
+  int ran = 0;
+  for (const QuantSpec spec : {QuantSpec{DType::kInt4, 32, DType::kF16, true}, QuantSpec{DType::kInt4, 64, DType::kBF16, false},
+                               QuantSpec{DType::kInt8, 32, DType::kF16, false}, QuantSpec{DType::kInt8, 0, DType::kBF16, false}})
+    for (int64_t K : {133, 96}) {
+      const int64_t N = 70, nb = 16;
+      const QuantWeight w = random_quant(rng, spec, N, K, nb);
+      for (int64_t M : {2, 9, 13}) {
+        const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+        const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(N));
+        LinearOperands a{};
+        a.M = M, a.N = N, a.K = K, a.x = x.data(), a.ldx = K;
+        a.weight_layout = WeightLayout::kPacked, a.w = w.packed.data(), a.layout = &w.layout, a.nb = nb;
+        a.bias = bias.data(), a.bias_dtype = DType::kBF16, a.ldy = N, a.y_dtype = DType::kF32;
+        a.block_begin = 0, a.block_end = w.layout.num_blocks;
+        std::vector<float> unblocked(size_t(M * N), -7.0f);
+        a.y = unblocked.data();
+        ASSERT_EQ(quant_gemm_entry_rvv(a, M, K, w.layout.num_blocks), Status::kOk);
+        double amax;
+        const RefMatrix ref = quant_reference(w, x, M, bias.data(), DType::kBF16, &amax);
+        ASSERT_TRUE(check_output(ref, unblocked.data(), DType::kF32, N, M, N, 0, N));
+        for (const Blocking& bk : blockings) {
+          std::vector<float> y(size_t(M * N), -7.0f);
+          a.y = y.data();
+          const std::string what = std::string(spec.format == DType::kInt8 ? "int8" : "int4") + " g=" +
+                                   std::to_string(spec.group_size) + " K=" + std::to_string(K) + " M=" +
+                                   std::to_string(M) + " mc=" + std::to_string(bk.mc) + " kc=" + std::to_string(bk.kc) +
+                                   " ncb=" + std::to_string(bk.ncb);
+          ASSERT_EQ(quant_gemm_entry_rvv(a, bk.mc, bk.kc, bk.ncb), Status::kOk) << what;
+          ASSERT_EQ(0, std::memcmp(y.data(), unblocked.data(), y.size() * sizeof(float))) << what;
+          ++ran;
+        }
+        // A block range inside a column group: only its columns are written.
+        std::vector<float> y(size_t(M * N), -7.0f);
+        a.y = y.data();
+        a.block_begin = 1, a.block_end = 4;
+        ASSERT_EQ(quant_gemm_entry_rvv(a, 4, 2, 2), Status::kOk);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const float want = n >= nb && n < 4 * nb ? unblocked[size_t(m * N + n)] : -7.0f;
+            ASSERT_EQ(y[size_t(m * N + n)], want) << "block range 1..4, row " << m << " column " << n;
+          }
+        // Block sizes the kernel cannot run: an odd K block splits an INT4 row pair, a row
+        // block that is not whole tiles, empty blocks.
+        a.block_begin = 0, a.block_end = w.layout.num_blocks;
+        EXPECT_EQ(quant_gemm_entry_rvv(a, 4, 3, 1), Status::kBadShape);
+        if (M > 6) EXPECT_EQ(quant_gemm_entry_rvv(a, 6, 4, 1), Status::kBadShape);
+        EXPECT_EQ(quant_gemm_entry_rvv(a, 0, 4, 1), Status::kBadShape);
+        EXPECT_EQ(quant_gemm_entry_rvv(a, 4, 4, 0), Status::kBadShape);
+      }
+    }
+  EXPECT_EQ(ran, 4 * 2 * 3 * 6);
+}
+
+// The sizes the kernel picks: whole tiles, K blocks on group (or INT4 pair) boundaries,
+// the activation block, the accumulators and the weight slice within their cache budgets,
+// and no K blocks (so no accumulators and one column group) when a row block's whole K
+// fits.
+TEST(QuantKernels, GemmDefaultBlockingFitsItsBudgets) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V extension";
+  for (int bits : {4, 8})
+    for (int64_t M : {2, 5, 16, 64, 65, 256})
+      for (int64_t K : {96, 1536, 8960, 8961})
+        for (int64_t gr : {int64_t(32), int64_t(64), int64_t(128), K})
+          for (int64_t nb : {16, 32, 64}) {
+            int64_t mc, kc, ncb;
+            quant_gemm_default_blocking_rvv(M, K, nb, gr, bits, &mc, &kc, &ncb);
+            const std::string what = "bits=" + std::to_string(bits) + " M=" + std::to_string(M) +
+                                     " K=" + std::to_string(K) + " gr=" + std::to_string(gr) + " nb=" + std::to_string(nb);
+            EXPECT_TRUE(mc == M || (mc % 4 == 0 && mc < M)) << what;
+            EXPECT_LE(mc * kc, 16384) << what;  // 64 KB of fp32 activations
+            if (mc * K <= 16384) {
+              EXPECT_EQ(kc, K) << what;
+              EXPECT_GE(ncb, int64_t(1) << 30) << what;  // every block in one group
+              continue;
+            }
+            EXPECT_TRUE(kc % 2 == 0 && kc < K && (gr > kc || kc % gr == 0)) << what;
+            EXPECT_GE(ncb, 1) << what;
+            if (ncb > 1) {
+              EXPECT_LE(mc * ncb * nb, 16384) << what;             // 64 KB of accumulators
+              EXPECT_LE(kc * ncb * nb * bits / 8, 131072) << what;  // 128 KB of weights per K block
+            }
+          }
+}
+#endif
 
 // Activations spanning the whole bf16 exponent range: the fp16 path rescales x by a power
 // of two and must stay within the fp32 bound (values below 2^-31 of max|x| may lose up to

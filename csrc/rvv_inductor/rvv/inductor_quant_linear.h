@@ -14,7 +14,8 @@
 // Threads: the N blocks are split into contiguous ranges (partition_blocks), one per
 // OpenMP thread, when the TU is compiled with OpenMP (Inductor's are); every column is
 // computed by exactly one thread with the same arithmetic, so the result does not depend
-// on the thread count. M >= 2 converts X once per thread.
+// on the thread count. M >= 2: each thread converts the activation blocks it needs
+// (gemm_quant_packed.h, cache blocking).
 #pragma once
 #include "rvv_inductor/config.h"
 
