@@ -19,7 +19,8 @@
 # Shapes (N x K): q/o_proj 1536x1536, k/v_proj 256x1536, gate/up_proj 8960x1536 (and
 # fused gate_up 17920x1536), down_proj 1536x8960, lm_head 151936x1536; M = 1 (decode)
 # and 4, 16 (small GEMMs; lm_head and the fused gate_up M = 1 only: emulation time) for
-# bf16, M = 1 for int8 (per-channel) and int4 (group 32, f16 scales: Q4_0-like).
+# bf16, M = 1 for int8 (per-channel) and int4 (group 32, f16 scales: Q4_0-like), and the
+# INT8/INT4 GEMM at M = 16, 64, 256 for q_proj, gate_up and down_proj at 1 and 8 threads.
 # Raw results that exist are kept (delete DIR/raw/<row>.json to redo a row).
 #
 # bench/threads_report.py turns the raw JSON into threads.csv and threads.md: per row the
@@ -56,9 +57,10 @@ if [ $report_only = 0 ]; then
   CPU=$(rvv_qemu_cpu 256 1 0 1)  # V + Zfh: the K1's plain-V kernels and the Zvfh quantized ones
   shapes="q_proj:1536:1536 k_proj:256:1536 o_proj:1536:1536 up_proj:8960:1536 gate_up:17920:1536 down_proj:1536:8960 lm_head:151936:1536"
   ms="1 4 16" quant="int8 int4"
+  quant_gemm_shapes="q_proj:1536:1536 gate_up:17920:1536 down_proj:1536:8960" quant_ms="16 64 256"
   if [ $quick = 1 ]; then
     shapes="q_proj:1536:1536 k_proj:256:1536 down_proj:1536:8960"
-    ms="1" quant=""
+    ms="1" quant="" quant_gemm_shapes=""
   fi
   run() {  # name N K M weights threads
     local name=$1 N=$2 K=$3 M=$4 wt=$5 T=$6 f
@@ -88,6 +90,16 @@ EOF
     done
     for wt in $quant; do
       for T in 1 2 4 8; do run "$name" "$N" "$K" 1 "$wt" "$T"; done
+    done
+  done
+  # The INT8/INT4 GEMM (prefill, batched decode) at 1 and 8 threads: its cache blocking
+  # (quant-gemm-blocking.md has these rows before and after it).
+  for s in $quant_gemm_shapes; do
+    IFS=: read -r name N K <<<"$s"
+    for M in $quant_ms; do
+      for wt in $quant; do
+        for T in 1 8; do run "$name" "$N" "$K" "$M" "$wt" "$T"; done
+      done
     done
   done
 fi
