@@ -206,7 +206,8 @@ inline Status gemm_quant_packed_blocked(const LinearOperands& a, const QuantGemm
             const size_t vl = __riscv_vsetvl_e32m4(size_t(cols - j));
             for (int64_t m0 = mb; m0 < mb_end; m0 += kQuantGemmMR) {
               const float* ap = xb + (m0 - mb) * kn;
-              float* at = acc + (m0 - mb) * ldacc + (b - bg) * nb + j;
+              // Partial sums only with K blocks (else acc is empty and ldacc meaningless).
+              float* at = kc < K ? acc + (m0 - mb) * ldacc + (b - bg) * nb + j : nullptr;
               switch (mb_end - m0 < kQuantGemmMR ? mb_end - m0 : kQuantGemmMR) {
                 case 4: gemm_quant_tile<4, kFormat>(a, ap, blk, j, vl, m0, n0 + j, k0, k1, at, ldacc); break;
                 case 3: gemm_quant_tile<3, kFormat>(a, ap, blk, j, vl, m0, n0 + j, k0, k1, at, ldacc); break;
