@@ -26,9 +26,7 @@ def load(d: str) -> dict:
         p = r["program"]
         if p.get("weights") not in ("int8", "int4") or p["M"] < 2:
             continue
-        row = threads_report.row_of(r)
-        row["est_us_achieved"] = max(row["compute_us"], row["dram_us_achieved"])
-        rows[(r["shape"], p["weights"], p["M"], p["threads"])] = (row, p, r["rev"])
+        rows[(r["shape"], p["weights"], p["M"], p["threads"])] = (threads_report.row_of(r), p, r["rev"])
     return rows
 
 
@@ -48,7 +46,7 @@ def main(before_dir: str, after_dir: str) -> int:
           "DRAM / weight after | EST. us before | after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for k in keys:
-        (b, pb, _), (a, pa, _) = before[k], after[k]
+        (b, _, _), (a, pa, _) = before[k], after[k]
         w = pa["packed_bytes"]
         print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {w / 1e6:.2f} | {b['total_insns'] / 1e6:.1f} M | "
               f"{a['total_insns'] / 1e6:.1f} M | {b['total_dram_bytes'] / 1e6:.1f} | {a['total_dram_bytes'] / 1e6:.1f} | "
