@@ -86,23 +86,21 @@ class Progress:
 
 
 # Seconds per stage of the default run (scripts/demo without flags: --config tiny, batch 1,
-# prompt 16, 4 decode steps, one thread; counts at prompt 8 with 1 step), cold Inductor
-# cache, on the project's 2-core x86_64 machine. Measured there under a load average of
-# 8-14 (other jobs) and divided by the ~6x that load cost against a quiet run of the same
-# stage (the empty worker: 118 s loaded, ~20 s quiet), or, for the compiled modes, taken
-# from a quiet --quick run (regional ~310 s, whole ~240 s). The counting runs of the torch
-# modes are first guesses; the plan corrects them from the stages that finished.
+# prompt 16, 4 decode steps; counts at prompt 16 with 1 step, 8 threads counted), cold
+# Inductor cache, on the project's quiet 2-core x86_64 machine (2026-12-05, 10 min 59 s in
+# all): each stage's wall time as it ran there, i.e. beside the other worker or counting
+# run of its pair (measure_jobs and count_jobs 2), which is why seconds_left divides the
+# remaining sum by the number of jobs. The plan corrects them from the stages that finished.
 # Keys: (kind, mode); kind "measure" (the mode's worker) or "count" (its run under the
 # rvvcount plugin, QEMU 10).
 EXPECTED_S = {
-    ("measure", "empty"): 20, ("measure", "eager"): 45, ("measure", "regional"): 400,
-    ("measure", "regional-int8"): 75, ("measure", "regional-int4"): 80, ("measure", "whole"): 240,
-    ("measure", "llama.cpp-q8_0"): 40, ("measure", "llama.cpp-q4_0"): 40, ("measure", "llama.cpp-bf16"): 40,
-    # count:regional finds the measuring pass's artifacts (same threads and prompt): 184 s
-    # (was 782 s compiling them again, when the measuring pass ran one thread).
-    ("count", "eager"): 120, ("count", "regional"): 180, ("count", "regional-int8"): 175,
-    ("count", "regional-int4"): 180, ("count", "whole"): 400,
-    ("count", "llama.cpp-q8_0"): 10, ("count", "llama.cpp-q4_0"): 10, ("count", "llama.cpp-bf16"): 15,
+    ("measure", "empty"): 20, ("measure", "eager"): 35, ("measure", "regional"): 260,
+    ("measure", "regional-int8"): 45, ("measure", "regional-int4"): 45, ("measure", "whole"): 225,
+    ("measure", "llama.cpp-q8_0"): 36, ("measure", "llama.cpp-q4_0"): 32, ("measure", "llama.cpp-bf16"): 40,
+    # count:regional finds the measuring pass's artifacts (same threads and prompt).
+    ("count", "eager"): 95, ("count", "regional"): 140, ("count", "regional-int8"): 112,
+    ("count", "regional-int4"): 110, ("count", "whole"): 400,
+    ("count", "llama.cpp-q8_0"): 8, ("count", "llama.cpp-q4_0"): 8, ("count", "llama.cpp-bf16"): 15,
     # The package's export + AOTI compile (g++ over the whole decode step; test_export's
     # 2-layer hidden-128 exports took 5.5-8 min at load 9-13, not yet timed on the tiny
     # model on a quiet machine), then seconds of rvv-generate; its count: a few C++ steps.
@@ -179,11 +177,11 @@ class Plan:
     def seconds_left(self, current: dict[str, float] | None = None) -> float:
         """Expected seconds until the run ends. ``current``: stages running now -> seconds
         they have run. Counting stages run ``count_jobs`` at a time, measuring stages
-        ``measure_jobs`` at a time (a stage's seconds are its wall time with its neighbours)."""
+        ``measure_jobs`` at a time; a stage's expected seconds are its wall time beside its
+        neighbours (EXPECTED_S), so the remaining work divides by the number of jobs."""
         done = self.done()
         current = dict(self.running(), **(current or {}))
-        # EXPECTED_S is a stage alone; beside measure_jobs - 1 others it takes that much longer
-        exp = dict((n, e * (1 if n.startswith("count:") else self.measure_jobs)) for n, e in self.stages)
+        exp = dict((n, float(e)) for n, e in self.stages)
         spent = sum(done.values())
         planned = sum(exp.get(n, 0.0) for n in done)
         factor = min(4.0, max(0.4, spent / planned)) if planned > 0 else 1.0

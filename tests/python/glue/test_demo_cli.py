@@ -284,15 +284,15 @@ def test_plan_eta(tmp_path):
 
 
 def test_plan_eta_side_by_side(tmp_path):
-    """Measuring workers run measure_jobs at a time: each stage then takes about
-    measure_jobs times its solo seconds, and that many run at once."""
+    """Measuring workers run measure_jobs at a time: a stage's expected seconds are its
+    wall time beside a neighbour, and that many run at once."""
     plan = progress.Plan.create(tmp_path, [("measure:a", 100), ("measure:b", 200), ("count:a", 300)],
                                 count_jobs=1, measure_jobs=2)
-    assert plan.seconds_left() == pytest.approx((2 * 100 + 2 * 200) / 2 + 300)
-    plan.finish("measure:a", 200)  # exactly as expected beside a neighbour: no correction
-    assert plan.seconds_left() == pytest.approx(2 * 200 / 2 + 300)
-    plan.finish("measure:b", 800)  # twice as slow: the counting run is scaled too (factor 1000/600)
-    assert plan.seconds_left() == pytest.approx(300 * 1000 / 600)
+    assert plan.seconds_left() == pytest.approx((100 + 200) / 2 + 300)
+    plan.finish("measure:a", 100)  # exactly as expected: no correction
+    assert plan.seconds_left() == pytest.approx(200 / 2 + 300)
+    plan.finish("measure:b", 500)  # slower: the counting run is scaled too (factor 600/300)
+    assert plan.seconds_left() == pytest.approx(300 * 600 / 300)
 
 
 def test_measure_jobs():
