@@ -3,6 +3,7 @@
 // Call them only after detection confirmed the extensions.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "rvv_inductor/attention_args.h"
 
@@ -12,4 +13,10 @@ void attention_entry_rvv_zvfbf(const rvv_inductor::AttentionArgs& a, int threads
 // y = exp(x) by rvv/vec_exp.h (Inductor's Vectorized<float>::exp through inductor_vec_math.h).
 void exp_entry_rvv(const float* x, float* y, size_t n);
 void exp_entry_rvv_zvfbf(const float* x, float* y, size_t n);
+// BF16 <-> FP32 as c10's static_casts (rvv/bf16_widen.h *_aten; Inductor's
+// at::vec::convert through inductor_vec_math.h).
+void bf16_widen_aten_entry_rvv(const uint16_t* h, float* f, size_t n);
+void bf16_narrow_aten_entry_rvv(const float* f, uint16_t* h, size_t n);
+void bf16_widen_aten_entry_rvv_zvfbf(const uint16_t* h, float* f, size_t n);
+void bf16_narrow_aten_entry_rvv_zvfbf(const float* f, uint16_t* h, size_t n);
 #endif

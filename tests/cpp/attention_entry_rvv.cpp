@@ -3,6 +3,7 @@
 #include <new>
 
 #include "rvv_inductor/attention.h"
+#include "rvv_inductor/rvv/bf16_widen.h"
 #include "rvv_inductor/rvv/vec_exp.h"
 
 #if !RVV_INDUCTOR_HAS_RVV || RVV_INDUCTOR_HAS_ZVFBFMIN
@@ -19,4 +20,12 @@ void exp_entry_rvv(const float* x, float* y, size_t n) {
     __riscv_vse32_v_f32m2(y + i, rvv_inductor::rvv::exp_f32m2(__riscv_vle32_v_f32m2(x + i, vl), vl), vl);
     i += vl;
   }
+}
+
+void bf16_widen_aten_entry_rvv(const uint16_t* h, float* f, size_t n) {
+  rvv_inductor::rvv::bf16_to_f32_aten(h, f, n);
+}
+
+void bf16_narrow_aten_entry_rvv(const float* f, uint16_t* h, size_t n) {
+  rvv_inductor::rvv::f32_to_bf16_aten(f, h, n);
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "attention_entries.h"
@@ -241,6 +243,47 @@ TEST(VecExp, MatchesLibmAndKeepsSpecialValues) {
       if (!ok && bad++ < 5) ADD_FAILURE() << name << ": exp(" << x[i] << ") = " << y[i] << ", want " << want;
     }
     EXPECT_EQ(bad, 0) << name;
+  }
+}
+
+// Inductor's generated code converts BF16 <-> FP32 vectors with these (inductor_vec_math.h);
+// they must equal c10's scalar casts bit for bit: widening is the 16 bits on top (NaN
+// payloads kept), narrowing rounds to nearest even, and every NaN becomes 0x7FC0.
+TEST(VecConvertBf16, EqualsAtenScalarCastsBitForBit) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V: the vector conversions are not used";
+  using Widen = void (*)(const uint16_t*, float*, size_t);
+  using Narrow = void (*)(const float*, uint16_t*, size_t);
+  std::vector<std::tuple<const char*, Widen, Narrow>> fns{
+      {"rvv", bf16_widen_aten_entry_rvv, bf16_narrow_aten_entry_rvv}};
+  if (hw.has_zvfbfmin && hw.has_zvfbfwma)
+    fns.push_back({"rvv_zvfbf", bf16_widen_aten_entry_rvv_zvfbf, bf16_narrow_aten_entry_rvv_zvfbf});
+  std::vector<uint16_t> h(65536);
+  for (uint32_t i = 0; i < 65536; ++i) h[i] = uint16_t(i);
+  // Every upper half with the lower halves where rounding decides (below, at and above
+  // the tie, zero, the extremes): NaN with payloads, +-Inf, the largest finite values
+  // (which round to Inf), subnormals and zeros included.
+  std::vector<float> f;
+  for (uint32_t hi = 0; hi < 65536; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, 0x4000u, 0xC000u})
+      f.push_back(testutil::float_from_bits(hi << 16 | lo));
+  for (auto& [name, widen, narrow] : fns) {
+    for (size_t n : {size_t(65536), size_t(13), size_t(1)}) {  // tails: vl below VLMAX
+      std::vector<float> got(n);
+      widen(h.data(), got.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &got[i], 4);
+        ASSERT_EQ(bits, uint32_t(h[i]) << 16) << name << " widen 0x" << std::hex << h[i];
+      }
+    }
+    std::vector<uint16_t> got(f.size());
+    narrow(f.data(), got.data(), f.size());
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint16_t want = std::isnan(f[i]) ? uint16_t(0x7FC0) : testutil::bf16_round_double(double(f[i]));
+      ASSERT_EQ(got[i], want) << name << " narrow " << f[i] << " (index " << i << ")";
+    }
   }
 }
 #endif

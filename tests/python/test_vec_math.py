@@ -56,3 +56,45 @@ def test_exp_and_silu_match_eager(emulated):
             assert bool(((s.double() - ref).abs() <= ref.abs() * 2.0 ** -8 + 1e-6).all())
     finally:
         rvv_inductor.disable()
+
+
+def test_bf16_conversions_match_eager_bit_for_bit(emulated):
+    """Generated code converts BF16 <-> FP32 with at::vec::convert, which our header
+    vectorises (inductor_vec_math.h): the results must equal eager's casts bit for bit,
+    NaN payloads, ties, Inf overflow, subnormals and the tails after the last full vector
+    included."""
+    if emulated is not None and not emulated["v"]:
+        pytest.skip("the vector conversions need V")
+    rvv_inductor.enable()
+    try:
+        with torch._inductor.config.patch({"cpp_cache_precompile_headers": False,
+                                           "aot_inductor.precompile_headers": False}):
+            g = torch.Generator().manual_seed(0)
+            lows = torch.tensor([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=torch.int64)
+            his = torch.randint(0, 65536, (700,), generator=g, dtype=torch.int64)
+            his = torch.cat([his, torch.tensor([0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81, 0x7F7F, 0xFF7F,
+                                                0x0000, 0x8000, 0x0001, 0x8001, 0x3F80])])
+            bits = (his[:, None] << 16 | lows[None, :]).reshape(-1)
+            x = (bits - (bits >= 2**31).long() * 2**32).to(torch.int32).view(torch.float32)[:4099]
+            assert x.numel() % 16 != 0  # a tail after the last vector
+
+            def narrow(t):
+                return t.to(torch.bfloat16)
+
+            y, code = _compiled(narrow, x)
+            assert any("at::vec::convert" in c for c in code), "the conversion was not vectorised"
+            want = narrow(x)
+            assert torch.equal(y.view(torch.int16), want.view(torch.int16))
+
+            h = torch.randint(-32768, 32768, (4099,), generator=g, dtype=torch.int16).view(torch.bfloat16)
+
+            def widen_and_narrow(t):
+                return t.float() * 2.0, (t.float() * 0.5).to(torch.bfloat16)
+
+            (w, n), code = _compiled(widen_and_narrow, h)
+            assert any("at::vec::convert" in c for c in code), "the conversion was not vectorised"
+            want_w, want_n = widen_and_narrow(h)
+            assert torch.equal(w.view(torch.int32), want_w.view(torch.int32))
+            assert torch.equal(n.view(torch.int16), want_n.view(torch.int16))
+    finally:
+        rvv_inductor.disable()

@@ -89,6 +89,24 @@ inline void narrow_f32_row(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// c10::BFloat16's own conversions, lane for lane, for Inductor's generated code
+// (inductor_vec_math.h), where they must equal the scalar static_casts bit for bit:
+// widening is exact; narrowing rounds to nearest even and turns every NaN into ATen's
+// canonical 0x7FC0 (round_to_nearest_even), not the payload-keeping quiet NaN of narrow().
+inline void bf16_to_f32_aten(const uint16_t* src, float* dst, size_t n) {
+  widen_bf16_row<Bf16Soft>(src, dst, int64_t(n));
+}
+
+inline void f32_to_bf16_aten(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n;) {
+    const size_t vl = __riscv_vsetvl_e32m8(n - i);
+    const vfloat32m8_t v = __riscv_vle32_v_f32m8(src + i, vl);
+    const vbool4_t nan = __riscv_vmfne_vv_f32m8_b4(v, v, vl);
+    __riscv_vse16_v_u16m4(dst + i, __riscv_vmerge_vxm_u16m4(Bf16Soft::narrow(v, vl), 0x7FC0, nan, vl), vl);
+    i += vl;
+  }
+}
+
 }  // namespace rvv
 RVV_INDUCTOR_END_NAMESPACE
 #endif  // RVV_INDUCTOR_HAS_RVV
