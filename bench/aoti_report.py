@@ -11,6 +11,13 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from rvv_inductor.demo.estimate import thread_view  # noqa: E402  (the demo's cycle model)
+from rvv_inductor.policy import (K1_CLOCK_HZ, K1_DRAM_ACHIEVED_BYTES_PER_S,  # noqa: E402
+                                 K1_DRAM_BYTES_PER_S)
+
+DEPTH = 28  # Qwen2.5-1.5B's decoder layers
+
 
 PREFILL_REGION = "3"  # aoti_count.sh: rvv-generate --prefill-region 3
 
@@ -41,6 +48,51 @@ def per_token(run: dict) -> dict:
             "funcs": [(x["function"], x["library"], x["insns"] / scale) for x in prof["functions"]]}
 
 
+def step_cost(run: dict, region: str, tokens: int | None) -> tuple[float, float] | None:
+    """(busiest thread's cycles, DRAM bytes read + written) per token of one region: per
+    decode step (tokens None: divided by the region's calls) or per prompt token."""
+    reg = run["plugin"]["regions"].get(region)
+    if reg is None:
+        return None
+    n = tokens or reg["calls"]
+    return thread_view(reg)["max_thread_cycles"] / n, (reg.get("dram_read_bytes", 0) + reg.get("dram_write_bytes", 0)) / n
+
+
+def extrapolated(runs: list) -> list[str]:
+    """Runs at 1 and 2 layers of one configuration, extrapolated linearly to DEPTH layers
+    (the decoder only: the runs' lm_head has the cut vocabulary) and timed with the demo's
+    model: compute = the busiest thread's cycles at K1_CLOCK_HZ, DRAM at both bandwidths."""
+    by = {}
+    for name, r, _ in runs:
+        key = (r["weights"], r["threads"], r["cache"], r.get("prompt"), name.endswith("-sdpa"), r["rev"],
+               name.endswith("-scalarcvt"))
+        by.setdefault(key, {})[r["layers"]] = (name, r)
+    out = []
+    for key, d in sorted(by.items(), key=lambda kv: str(kv[0])):
+        if 1 not in d or 2 not in d:
+            continue
+        for what, region, tokens in (("decode, per token", "1", None), ("prefill, per prompt token", PREFILL_REGION,
+                                                                     d[1][1].get("prompt"))):
+            a, b = step_cost(d[1][1], region, tokens), step_cost(d[2][1], region, tokens)
+            if a is None or b is None:
+                continue
+            cyc, dram = (a[i] + (DEPTH - 1) * (b[i] - a[i]) for i in range(2))
+            comp, mem, peak = cyc / K1_CLOCK_HZ, dram / K1_DRAM_ACHIEVED_BYTES_PER_S, dram / K1_DRAM_BYTES_PER_S
+            out.append(f"| {d[1][0]} + {d[2][0]} | {what} | {(b[0] - a[0]) / 1e6:.2f} | {(b[1] - a[1]) / 1e6:.1f} | "
+                       f"{comp * 1e3:.0f} | {dram / 1e6:.0f} | {mem * 1e3:.0f} | {peak * 1e3:.0f} |")
+    if not out:
+        return []
+    return ["", f"## Extrapolated to {DEPTH} decoder layers (ESTIMATED K1, not measured)", "",
+            "Linear in the layer count from the 1- and 2-layer runs of one configuration; the decoder only "
+            "(the runs' lm_head has the cut vocabulary: add the full one's bytes and cycles from the kernel "
+            "benchmark). Compute: the busiest thread's cycles by `demo/estimate.py`'s model at "
+            f"{K1_CLOCK_HZ / 1e9:.1f} GHz; DRAM: bytes read + written at the calibrated "
+            f"{K1_DRAM_ACHIEVED_BYTES_PER_S / 1e9:.2f} GB/s and at the {K1_DRAM_BYTES_PER_S / 1e9:.2f} GB/s peak; "
+            "a step takes the larger of compute and DRAM.", "",
+            "| runs | step | busiest-thread M cycles / layer | DRAM MB / layer | compute ms | DRAM MB | "
+            "DRAM ms (calibrated) | DRAM ms (peak) |", "|---|---|---:|---:|---:|---:|---:|---:|"] + out
+
+
 def main(out: str) -> int:
     runs = []
     for p in sorted(glob.glob(os.path.join(out, "raw", "*.json"))):
@@ -65,6 +117,7 @@ def main(out: str) -> int:
         lines.append(f"| {name} | {r['rev']} | {att} | {r['layers']} | {r['cache']} | {r['weights']} | {r['threads']} | "
                      f"{t['calls']} | {t['insns'] / 1e6:.2f} | {t['busiest'] / 1e6:.2f} | {t['vfma'] / 1e6:.3f} | "
                      f"{t['dram'] / 1e6:.1f} | {pre} |")
+    lines += extrapolated(runs)
     for name, r, t in runs:
         lines += ["", f"## {name}: by library (M instructions, {t['prof_scope']})", "",
                   "| library | M insns | share |",

@@ -93,16 +93,27 @@ inline void narrow_f32_row(const float* src, uint16_t* dst, int64_t n) {
 // (inductor_vec_math.h), where they must equal the scalar static_casts bit for bit:
 // widening is exact; narrowing rounds to nearest even and turns every NaN into ATen's
 // canonical 0x7FC0 (round_to_nearest_even), not the payload-keeping quiet NaN of narrow().
+// Generated code converts one Vectorized at a time (8-16 lanes), so these run at LMUL 2
+// (16 f32 at VLEN 256): an LMUL-8 group would cost 4x the datapath beats for the same
+// lanes on an in-order core that issues by register group.
 inline void bf16_to_f32_aten(const uint16_t* src, float* dst, size_t n) {
-  widen_bf16_row<Bf16Soft>(src, dst, int64_t(n));
+  for (size_t i = 0; i < n;) {
+    const size_t vl = __riscv_vsetvl_e32m2(n - i);
+    const vuint32m2_t u = __riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(__riscv_vle16_v_u16m1(src + i, vl), vl), 16, vl);
+    __riscv_vse32_v_f32m2(dst + i, __riscv_vreinterpret_v_u32m2_f32m2(u), vl);
+    i += vl;
+  }
 }
 
 inline void f32_to_bf16_aten(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n;) {
-    const size_t vl = __riscv_vsetvl_e32m8(n - i);
-    const vfloat32m8_t v = __riscv_vle32_v_f32m8(src + i, vl);
-    const vbool4_t nan = __riscv_vmfne_vv_f32m8_b4(v, v, vl);
-    __riscv_vse16_v_u16m4(dst + i, __riscv_vmerge_vxm_u16m4(Bf16Soft::narrow(v, vl), 0x7FC0, nan, vl), vl);
+    const size_t vl = __riscv_vsetvl_e32m2(n - i);
+    const vfloat32m2_t v = __riscv_vle32_v_f32m2(src + i, vl);
+    const vuint32m2_t u = __riscv_vreinterpret_v_f32m2_u32m2(v);
+    const vuint32m2_t lsb = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(u, 16, vl), 1, vl);
+    const vuint32m2_t r = __riscv_vadd_vv_u32m2(__riscv_vadd_vx_u32m2(u, 0x7FFFu, vl), lsb, vl);
+    const vbool16_t nan = __riscv_vmfne_vv_f32m2_b16(v, v, vl);
+    __riscv_vse16_v_u16m1(dst + i, __riscv_vmerge_vxm_u16m1(__riscv_vnsrl_wx_u16m1(r, 16, vl), 0x7FC0, nan, vl), vl);
     i += vl;
   }
 }
