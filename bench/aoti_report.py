@@ -17,8 +17,6 @@ from rvv_inductor.policy import (K1_CLOCK_HZ, K1_DRAM_ACHIEVED_BYTES_PER_S,  # n
                                  K1_DRAM_BYTES_PER_S)
 
 DEPTH = 28  # Qwen2.5-1.5B's decoder layers
-
-
 PREFILL_REGION = "3"  # aoti_count.sh: rvv-generate --prefill-region 3
 
 
@@ -41,7 +39,7 @@ def per_token(run: dict) -> dict:
             "pre_insns": pre["insns"] / prompt if pre else None,
             "pre_busiest": (pre.get("max_thread") or {}).get("insns", pre["insns"]) / prompt if pre else None,
             "pre_dram": pre.get("dram_read_bytes", 0) / prompt if pre else None,
-            "prof_scope": (f"per decode token" if pre is None else
+            "prof_scope": ("per decode token" if pre is None else
                            f"the whole counted run: {calls} decode steps + the {prompt}-token prefill"),
             "prof_total": total,
             "libs": [(x["library"], x["insns"] / scale) for x in prof["libraries"]],

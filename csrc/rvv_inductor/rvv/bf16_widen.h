@@ -18,6 +18,9 @@ struct Bf16Soft {
   // A bf16 is the top half of an f32: zero-extend to 32 bits, shift left by 16 and
   // reinterpret. Exact; 2 instructions after the load. (A widening multiply by 65536 would
   // be one, but .vx operands are SEW wide, so 65536 does not fit in e16.)
+  static vfloat32m2_t widen(vuint16m1_t h, size_t vl) {
+    return __riscv_vreinterpret_v_u32m2_f32m2(__riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(h, vl), 16, vl));
+  }
   static vfloat32m4_t widen(vuint16m2_t h, size_t vl) {
     return __riscv_vreinterpret_v_u32m4_f32m4(__riscv_vsll_vx_u32m4(__riscv_vzext_vf2_u32m4(h, vl), 16, vl));
   }
@@ -30,6 +33,14 @@ struct Bf16Soft {
   // Round to nearest even by the same carry trick as the scalar f32_to_bf16 (bf16.h);
   // NaN lanes skip the carry (it could make them Inf or flip the sign) and get the quiet
   // bit instead, via a masked OR that leaves the other lanes as rounded.
+  static vuint16m1_t narrow(vfloat32m2_t v, size_t vl) {
+    const vuint32m2_t u = __riscv_vreinterpret_v_f32m2_u32m2(v);
+    const vuint32m2_t lsb = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(u, 16, vl), 1, vl);
+    vuint32m2_t r = __riscv_vadd_vv_u32m2(__riscv_vadd_vx_u32m2(u, 0x7FFFu, vl), lsb, vl);
+    const vbool16_t nan = __riscv_vmfne_vv_f32m2_b16(v, v, vl);
+    r = __riscv_vor_vx_u32m2_mu(nan, r, u, 0x00400000u, vl);
+    return __riscv_vnsrl_wx_u16m1(r, 16, vl);
+  }
   static vuint16m2_t narrow(vfloat32m4_t v, size_t vl) {
     const vuint32m4_t u = __riscv_vreinterpret_v_f32m4_u32m4(v);
     const vuint32m4_t lsb = __riscv_vand_vx_u32m4(__riscv_vsrl_vx_u32m4(u, 16, vl), 1, vl);
@@ -99,8 +110,7 @@ inline void narrow_f32_row(const float* src, uint16_t* dst, int64_t n) {
 inline void bf16_to_f32_aten(const uint16_t* src, float* dst, size_t n) {
   for (size_t i = 0; i < n;) {
     const size_t vl = __riscv_vsetvl_e32m2(n - i);
-    const vuint32m2_t u = __riscv_vsll_vx_u32m2(__riscv_vzext_vf2_u32m2(__riscv_vle16_v_u16m1(src + i, vl), vl), 16, vl);
-    __riscv_vse32_v_f32m2(dst + i, __riscv_vreinterpret_v_u32m2_f32m2(u), vl);
+    __riscv_vse32_v_f32m2(dst + i, Bf16Soft::widen(__riscv_vle16_v_u16m1(src + i, vl), vl), vl);
     i += vl;
   }
 }
@@ -109,11 +119,8 @@ inline void f32_to_bf16_aten(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n;) {
     const size_t vl = __riscv_vsetvl_e32m2(n - i);
     const vfloat32m2_t v = __riscv_vle32_v_f32m2(src + i, vl);
-    const vuint32m2_t u = __riscv_vreinterpret_v_f32m2_u32m2(v);
-    const vuint32m2_t lsb = __riscv_vand_vx_u32m2(__riscv_vsrl_vx_u32m2(u, 16, vl), 1, vl);
-    const vuint32m2_t r = __riscv_vadd_vv_u32m2(__riscv_vadd_vx_u32m2(u, 0x7FFFu, vl), lsb, vl);
     const vbool16_t nan = __riscv_vmfne_vv_f32m2_b16(v, v, vl);
-    __riscv_vse16_v_u16m1(dst + i, __riscv_vmerge_vxm_u16m1(__riscv_vnsrl_wx_u16m1(r, 16, vl), 0x7FC0, nan, vl), vl);
+    __riscv_vse16_v_u16m1(dst + i, __riscv_vmerge_vxm_u16m1(Bf16Soft::narrow(v, vl), 0x7FC0, nan, vl), vl);
     i += vl;
   }
 }
