@@ -94,9 +94,11 @@ int rvv_dequantize(const uint8_t* packed, const rvv_packed_layout* layout, float
 int rvv_dequantize_rows(const uint8_t* packed, const rvv_packed_layout* layout, const int64_t* rows, int64_t nrows,
                         float* w, int64_t ldw, int64_t w_elements);
 
-/* rvv_linear_bf16_packed with options: RVV_LINEAR_X_INT8 lets INT4 decode quantize the
- * activations to INT8 (faster, its own error bound; see csrc/README.md). */
-enum { RVV_LINEAR_X_INT8 = 1 };
+/* rvv_linear_bf16_packed with options: RVV_LINEAR_X_INT8 lets INT4 decode (m == 1)
+ * quantize the activations to INT8 per 16 elements; RVV_LINEAR_X_INT8_GEMM lets INT4/INT8
+ * calls with m >= 2 quantize them per 32 elements (quant_x8.h). Both are faster, with
+ * their own error bound (see csrc/README.md). */
+enum { RVV_LINEAR_X_INT8 = 1, RVV_LINEAR_X_INT8_GEMM = 2 };
 int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* w_packed,
                            const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
                            int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options);

@@ -8,6 +8,7 @@
 //   kind    gemv: packed weight, M == 1   gemm: packed weight, M >= 2
 //           rowmajor: unpacked bf16 W[N, K], any M
 //           gemv_x8: packed weight, M == 1, activations quantized to int8 (opt-in)
+//           gemm_x8: packed weight, M >= 2, activations quantized to int8 per 32 (quant_x8.h)
 //   tile    rows x LMUL of the register tile, for the name (e.g. 6xm4: 6 rows of e32 m4)
 //   fn      Status(const LinearOperands&) in rvv_inductor::rvv, in parentheses
 //
@@ -22,6 +23,8 @@ RVV_KERNEL(rvv_zvfh,  int8,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF16, D
 RVV_KERNEL(rvv_zvfh,  int8,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt8>))
 RVV_KERNEL(rvv_zvfh,  int4,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF16, DType::kInt4>))
 RVV_KERNEL(rvv_zvfh,  int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt4>))
+RVV_KERNEL(rvv_zvfh,  int8,  gemm_x8,  3xm4, (gemm_quant_x8_packed<DType::kInt8>))
+RVV_KERNEL(rvv_zvfh,  int4,  gemm_x8,  4xm4, (gemm_quant_x8_packed<DType::kInt4>))
 RVV_KERNEL(rvv,       bf16,  gemv,     1xm8, (gemv_bf16_packed_1xm8<Bf16Soft>))
 RVV_KERNEL(rvv,       bf16,  gemm,     6xm4, (gemm_bf16_packed_6xm4<Bf16Soft>))
 RVV_KERNEL(rvv,       bf16,  rowmajor, 4xm4, (gemv_bf16_rowmajor_4xm4<Bf16Soft, false>))
@@ -30,6 +33,8 @@ RVV_KERNEL(rvv,       int8,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt
 RVV_KERNEL(rvv,       int4,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF32, DType::kInt4>))
 RVV_KERNEL(rvv,       int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt4>))
 RVV_KERNEL(rvv,       int4,  gemv_x8,  1xm8, (gemv_int4_x8_packed_1xm8))
+RVV_KERNEL(rvv,       int8,  gemm_x8,  3xm4, (gemm_quant_x8_packed<DType::kInt8>))
+RVV_KERNEL(rvv,       int4,  gemm_x8,  4xm4, (gemm_quant_x8_packed<DType::kInt4>))
 
 // Elementwise bf16 <-> fp32 conversions of a variant, with its widen/narrow policy
 // (rvv/bf16_widen.h). A variant without a line uses the next one that has one.

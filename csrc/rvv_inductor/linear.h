@@ -16,9 +16,9 @@
 namespace rvv_inductor {
 
 // What a kernel of the table (kernel_table.inl) computes: packed weight with M == 1 or
-// M >= 2, an unpacked row-major bf16 weight, or M == 1 with dynamically INT8-quantized
-// activations (LinearOperands::x_int8).
-enum class KernelKind : int32_t { kGemv = 0, kGemm = 1, kRowMajor = 2, kGemvX8 = 3 };
+// M >= 2, an unpacked row-major bf16 weight, or M == 1 / M >= 2 with dynamically
+// INT8-quantized activations (LinearOperands::x_int8 bits kX8Gemv / kX8Gemm, quant_x8.h).
+enum class KernelKind : int32_t { kGemv = 0, kGemm = 1, kRowMajor = 2, kGemvX8 = 3, kGemmX8 = 4 };
 
 // A kernel of the table as tests and the benchmark see it.
 struct KernelInfo {

@@ -77,9 +77,11 @@ struct LinearOperands {
   int64_t block_begin, block_end;  // block_end < 0: through the last block (kernels: resolved)
   float* scratch;                  // optional, linear_scratch_floats(M, K) floats, per thread
   int64_t scratch_floats;
-  // Non-zero: INT4 decode may quantize x dynamically to INT8 per 16 elements and multiply
-  // in integers (faster; error up to sum|w| * max|x_block| / 254, see
-  // rvv/gemv_int4_x8_packed.h). Ignored where no such kernel applies.
+  // Bits (quant_x8.h): kX8Gemv (1) lets INT4 decode (M == 1) quantize x dynamically to
+  // INT8 per 16 elements (rvv/gemv_int4_x8_packed.h); kX8Gemm (2) lets INT4/INT8 calls
+  // with M >= 2 quantize x to INT8 per 32 elements and multiply in integers
+  // (rvv/gemm_quant_x8_packed.h). Both are faster and add an activation error of at most
+  // sum|w| * dx / 2. Ignored where no such kernel applies.
   int32_t x_int8;
   // Threads linear_bf16 splits the columns over (rvv_inductor::partition_columns): 0 =
   // the OpenMP default (libgomp's omp_get_max_threads: OMP_NUM_THREADS, or what

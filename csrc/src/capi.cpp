@@ -283,7 +283,7 @@ int rvv_dequantize_rows(const uint8_t* packed, const rvv_packed_layout* layout, 
 int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* w_packed,
                            const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
                            int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options) {
-  if (options & ~int(RVV_LINEAR_X_INT8)) {
+  if (options & ~int(RVV_LINEAR_X_INT8 | RVV_LINEAR_X_INT8_GEMM)) {
     std::snprintf(t_last_error, kErrLen, "rvv_linear_packed_opts: unknown option bits 0x%x", unsigned(options));
     return int(Status::kBadShape);
   }
@@ -294,7 +294,7 @@ int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
   p.nb = nb;
   p.block_begin = block_begin;
   p.block_end = block_end;
-  p.x_int8 = (options & RVV_LINEAR_X_INT8) ? 1 : 0;
+  p.x_int8 = options & (RVV_LINEAR_X_INT8 | RVV_LINEAR_X_INT8_GEMM);
   const Status s = linear_bf16(p, effective_cpu(), nullptr, t_last_error, kErrLen);
   return s == Status::kOk ? finish(s) : int(s);
 }

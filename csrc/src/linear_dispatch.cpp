@@ -13,6 +13,7 @@
 #include "rvv_inductor/error.h"
 #include "rvv_inductor/packing.h"
 #include "rvv_inductor/quant_packing.h"
+#include "rvv_inductor/quant_x8.h"
 #include "rvv_inductor/ref/linear_ref.h"
 
 namespace rvv_inductor {
@@ -97,14 +98,16 @@ KernelKind kind_of(const LinearProblem& p) {
   return p.M == 1 ? KernelKind::kGemv : KernelKind::kGemm;
 }
 
-// The kernel for p: with x_int8, the INT8-activation decode kernel when the format has one
-// and its 16-element activation blocks fit the weight's groups; otherwise (and always
-// without x_int8) the kernel of the weight's format and M.
+// The kernel for p: with x_int8 bits, the INT8-activation kernel when the format has one
+// and its activation blocks fit the weight's groups (kX8Gemv: M == 1, 16-element blocks;
+// kX8Gemm: M >= 2, quant_x8.h); otherwise the kernel of the weight's format and M. With
+// kX8Gemm and no vector kernel, null: the scalar reference of the same scheme runs.
 const detail::KernelEntry* kernel_for(const LinearProblem& p, DType format, const rvv_cpu_features& cpu,
                                       KernelPath* path) {
-  if (p.x_int8 && p.M == 1 && p.weight_layout == WeightLayout::kPacked && p.layout && p.layout->group_size > 0 &&
-      p.layout->group_size % 16 == 0)
+  if ((p.x_int8 & kX8Gemv) && p.M == 1 && p.weight_layout == WeightLayout::kPacked && p.layout &&
+      p.layout->group_size > 0 && p.layout->group_size % 16 == 0)
     if (const detail::KernelEntry* k = find_kernel(format, KernelKind::kGemvX8, cpu, path)) return k;
+  if (x8_gemm_requested(p)) return find_kernel(format, KernelKind::kGemmX8, cpu, path);
   return find_kernel(format, kind_of(p), cpu, path);
 }
 
@@ -147,6 +150,12 @@ Status run_one(const LinearOperands& a, const detail::KernelEntry* k, DType form
   if (k) return k->fn(a);
   if (a.weight_layout == WeightLayout::kRowMajor) return ref::linear_bf16_rowmajor_ref(a);
   if (format == DType::kBF16) return ref::linear_bf16_packed_ref(a);
+  if (x8_gemm_requested(a)) {
+    // As the vector kernel: a row with Inf/NaN sends the whole call to the fp path.
+    bool finite = true;
+    for (int64_t m = 0; m < a.M && finite; ++m) finite = bf16_row_finite(a.x + m * a.ldx, a.K);
+    if (finite) return ref::linear_quant_x8_ref(a);
+  }
   return ref::linear_quant_packed_ref(a);
 }
 
@@ -390,6 +399,7 @@ const char* selected_kernel_name(const LinearProblem& p, const rvv_cpu_features&
   const detail::KernelEntry* k = kernel_for(p, format, cpu, nullptr);
   if (k) return k->name;
   if (p.weight_layout == WeightLayout::kRowMajor) return "scalar/bf16/rowmajor";
+  if (x8_gemm_requested(p)) return format == DType::kInt4 ? "scalar/int4/gemm_x8" : "scalar/int8/gemm_x8";
   switch (format) {
     case DType::kBF16: return p.M == 1 ? "scalar/bf16/gemv" : "scalar/bf16/gemm";
     case DType::kInt8: return p.M == 1 ? "scalar/int8/gemv" : "scalar/int8/gemm";

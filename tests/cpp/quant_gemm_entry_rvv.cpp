@@ -2,6 +2,7 @@
 // small problems cross every row, K and column block boundary (quant_test.cpp).
 #include "quant_gemm_entries.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
+#include "rvv_inductor/rvv/gemm_quant_x8_packed.h"
 
 #if !RVV_INDUCTOR_HAS_RVV
 #error "compile with -march=rv64gcv"
@@ -18,5 +19,22 @@ ri::Status quant_gemm_entry_rvv(const ri::LinearOperands& a, int64_t mc, int64_t
 void quant_gemm_default_blocking_rvv(int64_t M, int64_t K, int64_t nb, int64_t group_rows, int weight_bits,
                                      int64_t* mc, int64_t* kc, int64_t* nc_blocks) {
   const ri::rvv::QuantGemmBlocking bk = ri::rvv::quant_gemm_blocking(M, K, nb, group_rows, weight_bits);
+  *mc = bk.mc, *kc = bk.kc, *nc_blocks = bk.nc_blocks;
+}
+
+ri::Status quant_x8_gemm_entry_rvv(const ri::LinearOperands& a, int64_t mc, int64_t kc, int64_t nc_blocks) {
+  const ri::rvv::X8Blocking bk{mc, kc, nc_blocks};
+  return ri::quant_spec_of(*a.layout).format == ri::DType::kInt4 ? ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt4>(a, bk)
+                                              : ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt8>(a, bk);
+}
+
+void quant_x8_default_blocking_rvv(const ri::LinearOperands& a, int64_t* mc, int64_t* kc, int64_t* nc_blocks,
+                                   int64_t* kc_step, int64_t* tile_rows, int64_t* vlmax) {
+  const ri::QuantSpec q = ri::quant_spec_of(*a.layout);
+  const bool int4 = q.format == ri::DType::kInt4;
+  *tile_rows = int4 ? ri::rvv::x8_tile_rows<ri::DType::kInt4>() : ri::rvv::x8_tile_rows<ri::DType::kInt8>();
+  *kc_step = ri::rvv::x8_k_step(q, a.K);
+  *vlmax = int64_t(__riscv_vsetvlmax_e32m4());
+  const ri::rvv::X8Blocking bk = ri::rvv::x8_gemm_blocking(a.M, a.K, a.nb, *kc_step, int4, int(*tile_rows), *vlmax);
   *mc = bk.mc, *kc = bk.kc, *nc_blocks = bk.nc_blocks;
 }

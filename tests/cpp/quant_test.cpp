@@ -14,6 +14,7 @@
 
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/quant_packing.h"
+#include "quant_case.h"
 #include "quant_gemm_entries.h"
 #include "test_util.h"
 
@@ -21,114 +22,7 @@ namespace {
 
 using namespace rvv_inductor;
 using namespace testutil;
-
-struct QuantWeight {
-  QuantSpec spec;
-  int64_t N, K, nb;
-  std::vector<int8_t> values;    // [N, K]
-  std::vector<uint16_t> scales;  // [N, G]
-  std::vector<uint8_t> zeros;    // [N, G]
-  std::vector<uint8_t> packed;
-  PackedLayout layout;
-};
-
-// Random stored values and scales (the kernels must handle any of them, not only what a
-// quantizer produces): INT8 in [-128, 127], INT4 in [0, 15], zero points in [0, 15],
-// scales of both signs between 2^-10 and 2^-3 with some zeros.
-QuantWeight random_quant(std::mt19937& rng, QuantSpec spec, int64_t N, int64_t K, int64_t nb) {
-  QuantWeight w{spec, N, K, nb, {}, {}, {}, {}, {}};
-  const int64_t G = quant_num_groups(spec, K);
-  std::uniform_int_distribution<int> v8(-128, 127), v4(0, 15), ex(-10, -3), coin(0, 15);
-  w.values.resize(size_t(N * K));
-  for (auto& v : w.values) v = int8_t(spec.format == DType::kInt8 ? v8(rng) : v4(rng));
-  w.scales.resize(size_t(N * G));
-  for (auto& s : w.scales) {
-    const float f = coin(rng) == 0 ? 0.0f : std::ldexp(1.0f + coin(rng) / 16.0f, ex(rng)) * (coin(rng) < 8 ? 1 : -1);
-    s = f32_to_scale(f, spec.scale_dtype);
-  }
-  w.zeros.resize(size_t(N * G));
-  for (auto& z : w.zeros) z = uint8_t(v4(rng));
-  const int64_t bytes = quant_packed_bytes(spec, N, K, nb);
-  EXPECT_GE(bytes, 0);
-  w.packed.assign(size_t(bytes) + 1, 0xEE);  // one guard byte past the end
-  char err[256] = "";
-  EXPECT_EQ(pack_quantized(spec, w.values.data(), K, w.scales.data(), w.zeros.data(), N, K, nb, w.packed.data(), err,
-                           sizeof err),
-            Status::kOk)
-      << err;
-  EXPECT_EQ(w.packed.back(), 0xEE) << "pack_quantized wrote past quant_packed_bytes";
-  w.layout = make_quant_layout(spec, N, K, nb, 0);
-  return w;
-}
-
-// W as the layout describes it: (q - z) * s, straight from the unpacked inputs.
-double dequant(const QuantWeight& w, int64_t n, int64_t k) {
-  const int64_t G = quant_num_groups(w.spec, w.K), g = k / quant_group_rows(w.spec, w.K);
-  const int z = w.spec.zero_points ? w.zeros[size_t(n * G + g)] : implicit_zero(w.spec.format);
-  return double(w.values[size_t(n * w.K + k)] - z) * scale_to_f32(w.scales[size_t(n * G + g)], w.spec.scale_dtype);
-}
-
-// Y[M, N] (fp32, row stride N) = X . W^T over all columns, W packed in w.
-LinearProblem quant_problem(const QuantWeight& w, const std::vector<uint16_t>& x, int64_t M, std::vector<float>& y) {
-  LinearProblem p{};
-  p.M = M, p.N = w.N, p.K = w.K, p.x = x.data(), p.ldx = w.K;
-  p.weight_layout = WeightLayout::kPacked;
-  p.w = w.packed.data(), p.layout = &w.layout;
-  p.y = y.data(), p.ldy = w.N, p.y_dtype = DType::kF32, p.block_end = -1;
-  return p;
-}
-
-// FP64 reference on the dequantized weights. abs_sum bounds what the kernels sum in fp32:
-// per group they add x * q and subtract z * sum(x), then scale, so the terms' magnitudes
-// are |x| * (|q| + |z|) * |s|, which is what the error bound is taken over.
-RefMatrix quant_reference(const QuantWeight& w, const std::vector<uint16_t>& x, int64_t M, const void* bias,
-                          DType bias_dtype, double* max_abs_x) {
-  RefMatrix r;
-  r.value.assign(size_t(M * w.N), 0.0);
-  r.abs_sum.assign(size_t(M * w.N), 0.0);
-  // Each K row is one product, plus per group the zero-point and scale steps, plus the bias.
-  r.terms = w.K + 2 * quant_num_groups(w.spec, w.K) + 2;
-  const int64_t G = quant_num_groups(w.spec, w.K), gr = quant_group_rows(w.spec, w.K);
-  *max_abs_x = 0;
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < w.N; ++n) {
-      double b = 0;
-      if (bias)
-        b = bias_dtype == DType::kBF16 ? bf16_value(static_cast<const uint16_t*>(bias)[n])
-                                       : double(static_cast<const float*>(bias)[n]);
-      double s = b, a = std::fabs(b);
-      for (int64_t k = 0; k < w.K; ++k) {
-        const double xv = bf16_value(x[size_t(m * w.K + k)]);
-        *max_abs_x = std::fmax(*max_abs_x, std::fabs(xv));
-        s += xv * dequant(w, n, k);
-        const int64_t g = k / gr;
-        const int z = w.spec.zero_points ? w.zeros[size_t(n * G + g)] : implicit_zero(w.spec.format);
-        const double sc = std::fabs(double(scale_to_f32(w.scales[size_t(n * G + g)], w.spec.scale_dtype)));
-        a += std::fabs(xv) * (std::abs(int(w.values[size_t(n * w.K + k)])) + z) * sc;
-      }
-      r.value[size_t(m * w.N + n)] = s;
-      r.abs_sum[size_t(m * w.N + n)] = a;
-    }
-  return r;
-}
-
-struct Variant {
-  std::string name;  // kernel name or "scalar"
-  rvv_cpu_features cpu;
-};
-
-// The scalar code and every table kernel of `format` the CPU has, each with the features
-// that select exactly its ISA variant.
-std::vector<Variant> variants_for(DType format) {
-  rvv_cpu_features hw;
-  rvv_detect_cpu(&hw);
-  std::vector<Variant> out = {{"scalar", features_for_path(KernelPath::kScalar, 0)}};
-  std::vector<KernelInfo> ks(64);
-  ks.resize(list_kernels(hw, ks.data(), ks.size()));
-  for (const KernelInfo& k : ks)
-    if (k.format == format && k.kind == KernelKind::kGemv) out.push_back({k.name, features_for_path(k.path, hw.vlenb)});
-  return out;
-}
+using namespace quantcase;
 
 TEST(QuantLayout, PackRoundTripsBitForBit) {
   std::mt19937 rng(11);
