@@ -5,6 +5,7 @@
 //
 //   linear_bench --path scalar|rvv|rvv_zvfh|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
 //                [--weights bf16|int8|int4] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
+//                [--x-int8-gemm]
 //                [--region ID] [--no-check] [--threads T]
 //
 // --path names an ISA variant of the kernel table (csrc/rvv_inductor/kernel_isas.inl); the
@@ -12,7 +13,8 @@
 // packed; --group G is the group size along K (int8: 0 = one scale per output channel,
 // the default; int4: 32, 64 or 128, default 32), --zero-points stores a zero point per
 // group (int4), --scales the scale dtype (default f16, as GGUF files have). --x-int8 lets
-// the dispatcher quantize the activations to int8 (LinearOperands::x_int8; int4 decode).
+// the dispatcher quantize the activations to int8 for int4 decode (M == 1, kX8Gemv);
+// --x-int8-gemm for int8/int4 calls with M >= 2 (kX8Gemm, rvv/gemm_quant_x8_packed.h).
 //
 // --threads T: LinearOperands::nthreads (default 1; 0 = the OpenMP default). With T > 1
 // libgomp's pool is started before the region, so the region holds the work, not thread
@@ -44,6 +46,7 @@
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/packing.h"
 #include "rvv_inductor/quant_packing.h"
+#include "rvv_inductor/quant_x8.h"
 
 namespace ri = rvv_inductor;
 
@@ -79,7 +82,7 @@ int main(int argc, char** argv) {
   std::string path = "rvv", format = "packed", weights = "bf16", scales = "f16";
   int64_t M = 1, K = 0, N = 0;
   int group = -1;
-  bool zero_points = false, x_int8 = false;
+  bool zero_points = false, x_int8 = false, x_int8_gemm = false;
   int region = 1, threads = 1;
   bool check = true;
   for (int i = 1; i < argc; i++) {
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
     else if (a == "--group") group = std::atoi(next());
     else if (a == "--zero-points") zero_points = true;
     else if (a == "--x-int8") x_int8 = true;
+    else if (a == "--x-int8-gemm") x_int8_gemm = true;
     else if (a == "--scales") scales = next();
     else if (a == "--region") region = std::atoi(next());
     else if (a == "--no-check") check = false;
@@ -225,7 +229,7 @@ int main(int argc, char** argv) {
   // the kernel, not malloc.
   p.scratch = scratch.get();
   p.scratch_floats = scratch_n;
-  p.x_int8 = x_int8 ? 1 : 0;
+  p.x_int8 = (x_int8 ? ri::kX8Gemv : 0) | (x_int8_gemm ? ri::kX8Gemm : 0);
   p.nthreads = threads;
   const int threads_used = ri::linear_threads(threads);
   if (threads_used > 1) {
@@ -291,7 +295,7 @@ int main(int argc, char** argv) {
       const double got = ri::bf16_to_f32(y[m * N + n]);
       // bf16 output rounding (2^-8 relative) plus fp32 accumulation error; with int8
       // activations also their quantization (at most 1/254 of |x| max per term).
-      const double xq = x_int8 ? mag / 127.0 : 0.0;
+      const double xq = x_int8 || x_int8_gemm ? mag / 127.0 : 0.0;
       if (std::fabs(got - ref) > std::fabs(ref) * 1.0 / 128 + mag * 1e-5 + xq + 1e-6) bad++;
       checked++;
     }
@@ -300,12 +304,12 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"program\": \"linear_bench\", \"path\": \"%s\", \"path_used\": \"%s\", \"kernel\": \"%s\", "
       "\"format\": \"%s\", \"weights\": \"%s\", \"group\": %d, \"zero_points\": %d, \"scales\": \"%s\", "
-      "\"x_int8\": %d, \"threads\": %d, \"threads_used\": %d, "
+      "\"x_int8\": %d, \"x_int8_gemm\": %d, \"threads\": %d, \"threads_used\": %d, "
       "\"M\": %" PRId64 ", \"K\": %" PRId64 ", \"N\": %" PRId64 ", \"nb\": %" PRId64 ", \"vlenb\": %d, "
       "\"weight_bytes\": %" PRId64 ", \"weight_buffer_bytes\": %" PRId64 ", \"packed_bytes\": %" PRId64
       ", \"x_bytes\": %" PRId64 ", \"y_bytes\": %" PRId64 ", \"region\": %d, \"checked\": %d, \"check_failures\": %d}\n",
       path.c_str(), ri::kernel_path_name(used), kernel ? kernel : "?", format.c_str(), weights.c_str(),
-      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", x_int8 ? 1 : 0, threads, threads_used, M, K, N,
+      quant ? int(spec.group_size) : 0, zero_points ? 1 : 0, quant ? scales.c_str() : "", x_int8 ? 1 : 0, x_int8_gemm ? 1 : 0, threads, threads_used, M, K, N,
       packed ? nb : int64_t(0), hw.vlenb, N * K * 2, w_bytes, w_bytes, M * K * 2, M * N * 2, region, checked, bad);
   return bad ? 1 : 0;
 }

@@ -3,6 +3,9 @@
 // so a skipped or repeated term cannot hide inside the rounding bound even at K = 16384.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "linear_case.h"
@@ -101,6 +104,46 @@ TEST(LinearSpecial, ExactInputsGiveExactResults) {
         ASSERT_TRUE(run_linear_case({s.M, 67, s.K, packed, s.y, DType::kNone, 0, s.pad, 0, -1, seed++}, pc, opt));
       if (!is_best_path(pc.path)) break;  // see test_util.h
     }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+using namespace rvv_inductor;
+using namespace testutil;
+
+// The packed BF16 GEMM with M > 12 widens each weight chunk once into an fp32 panel for all
+// tiles (rvv/gemm_bf16_packed.h); each output keeps its sum order, so the result equals
+// the same rows run 6 at a time (the per-tile path) bit for bit, bias and K blocks included.
+TEST(LinearSpecial, PanelGemmEqualsPerTileGemmBitForBit) {
+  for (const PathCase& pc : available_paths()) {
+    SCOPED_TRACE(path_label(pc.path));
+    std::mt19937 rng(91);
+    const int64_t nb = preferred_nb(pc.cpu);
+    for (int64_t M : {13, 40})
+      for (int64_t K : {7, 300, 1100}) {
+        const int64_t N = 2 * nb + 5;
+        const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+        const std::vector<uint16_t> w = random_bf16_vector(rng, size_t(N * K));
+        const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(N));
+        std::vector<uint16_t> wp(size_t(packed_size(N, K, nb)));
+        ASSERT_EQ(pack_bf16(w.data(), K, N, K, nb, wp.data()), Status::kOk);
+        const PackedLayout l = make_packed_layout(N, K, nb, pc.cpu.vlenb);
+        auto run = [&](int64_t m0, int64_t rows, std::vector<float>& y) {
+          LinearProblem p{};
+          p.M = rows, p.N = N, p.K = K, p.x = x.data() + m0 * K, p.ldx = K;
+          p.weight_layout = WeightLayout::kPacked, p.w = wp.data(), p.layout = &l;
+          p.bias = bias.data(), p.bias_dtype = DType::kBF16;
+          p.y = y.data() + m0 * N, p.ldy = N, p.y_dtype = DType::kF32, p.block_end = -1;
+          return linear_bf16(p, pc.cpu);
+        };
+        std::vector<float> all(size_t(M * N)), tiles(size_t(M * N));
+        ASSERT_EQ(run(0, M, all), Status::kOk);
+        for (int64_t m0 = 0; m0 < M; m0 += 6) ASSERT_EQ(run(m0, std::min<int64_t>(6, M - m0), tiles), Status::kOk);
+        ASSERT_EQ(0, std::memcmp(all.data(), tiles.data(), all.size() * sizeof(float))) << "M=" << M << " K=" << K;
+      }
   }
 }
 

@@ -3,7 +3,9 @@
 // without hardware BF16, against the FP64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -93,6 +95,33 @@ TEST(MicroGemm, MatchesReferenceOnTails) {
       for (int64_t N : {1, 7, 33, 64})
         for (int64_t K : {1, 256, 257, 600})
           for (bool acc : {false, true}) ASSERT_TRUE(run_micro(impl, M, N, K, 64, acc, seed++));
+  }
+}
+
+// M > 12 widens each B chunk once into an fp32 panel shared by the slab's tiles; the sums
+// are the same in the same order, so the result equals running the rows 6 at a time (the
+// per-tile path), bit for bit, across slabs (48 rows), K chunks and accumulate.
+TEST(MicroGemm, PanelPathEqualsPerTilePathBitForBit) {
+  for (const Impl& impl : implementations()) {
+    if (std::string(impl.name) == "ref") continue;
+    std::mt19937 rng(77);
+    for (int64_t M : {13, 50})
+      for (int64_t K : {1, 129, 600})
+        for (bool acc : {false, true}) {
+          const int64_t N = 64, lda = K + 1, ldb = 64, ldc = N + 2;
+          const std::vector<uint16_t> a = random_bf16_vector(rng, size_t(M * lda));
+          const std::vector<uint16_t> b = random_bf16_vector(rng, size_t(K * ldb));
+          std::vector<float> c(size_t(M * ldc));
+          for (auto& v : c) v = float(int(rng() % 201) - 100) / 8.0f;
+          std::vector<float> tiles = c;
+          const auto* A = reinterpret_cast<const Bf16Like*>(a.data());
+          impl.fn(A, reinterpret_cast<const Bf16Like*>(b.data()), c.data(), M, N, K, lda, ldb, ldc, acc);
+          for (int64_t m0 = 0; m0 < M; m0 += 6)
+            impl.fn(A + m0 * lda, reinterpret_cast<const Bf16Like*>(b.data()), tiles.data() + m0 * ldc,
+                    std::min<int64_t>(6, M - m0), N, K, lda, ldb, ldc, acc);
+          ASSERT_EQ(0, std::memcmp(c.data(), tiles.data(), c.size() * sizeof(float)))
+              << impl.name << " M=" << M << " K=" << K << (acc ? " accumulate" : "");
+        }
   }
 }
 

@@ -27,9 +27,36 @@ namespace rvv {
 
 constexpr int kGemmMR = 6;
 
-// init(r) gives row r's starting accumulator, store(r, acc) consumes the result.
-template <int MR, class Ops, class Init, class Store>
-inline void gemm_bf16_tile_m4(const float* ap, const uint16_t* b, int64_t ldb, int64_t K, size_t vl, const Init& init,
+// B rows already widened to fp32 (a panel that several tiles share): the tile's "Ops" for
+// them is a plain vle32. gemm_bf16_tile_m4<MR, F32Rows> over a panel does 1 vle32 (8 beats
+// at VLEN 256) per k instead of vle16 + vzext + vsll (4 + 8 + 8): the widening is paid
+// once per panel, not once per 6-row tile.
+struct F32Rows {
+  static vfloat32m4_t load_m4(const float* p, size_t vl) { return __riscv_vle32_v_f32m4(p, vl); }
+};
+
+// A bf16 B chunk is widened into an fp32 panel shared by the tiles when there are at least
+// this many tiles: per K row the panel costs one vle32 per tile plus one widen + vse32,
+// against a vle16 + 2 widens per tile (20 beats at VLEN 256 vs 8 + 28 / tiles).
+constexpr int kGemmPanelMinTiles = 3;
+// Floats of one panel (16 KB, in L1 with the A panels): K rows per panel = this / vl.
+constexpr int64_t kGemmPanelFloats = 4096;
+
+inline int64_t gemm_panel_rows(size_t vlmax) {
+  const int64_t r = kGemmPanelFloats / int64_t(vlmax);
+  return r > 0 ? r : 1;
+}
+
+// Widens rows [0, kc) x columns [0, vl) of bf16 B (row stride ldb) into out[k * vl + j].
+template <class Ops>
+inline void widen_b_panel(const uint16_t* b, int64_t ldb, int64_t kc, size_t vl, float* out) {
+  for (int64_t k = 0; k < kc; ++k, b += ldb, out += vl) __riscv_vse32_v_f32m4(out, Ops::load_m4(b, vl), vl);
+}
+
+// init(r) gives row r's starting accumulator, store(r, acc) consumes the result. B is bf16
+// (Ops: Bf16Soft / Bf16Zvfbfmin) or an fp32 panel (Ops = F32Rows, BT = float).
+template <int MR, class Ops, class Init, class Store, class BT>
+inline void gemm_bf16_tile_m4(const float* ap, const BT* b, int64_t ldb, int64_t K, size_t vl, const Init& init,
                               const Store& store) {
   static_assert(MR >= 1 && MR <= kGemmMR, "tile rows");
   vfloat32m4_t c0 = init(0);
@@ -59,8 +86,8 @@ inline void gemm_bf16_tile_m4(const float* ap, const uint16_t* b, int64_t ldb, i
 }
 
 // Runs the tile with MR = rows (1..6) chosen at run time.
-template <class Ops, class Init, class Store>
-inline void gemm_bf16_tile_m4_rows(int rows, const float* ap, const uint16_t* b, int64_t ldb, int64_t K, size_t vl,
+template <class Ops, class Init, class Store, class BT>
+inline void gemm_bf16_tile_m4_rows(int rows, const float* ap, const BT* b, int64_t ldb, int64_t K, size_t vl,
                                    const Init& init, const Store& store) {
   switch (rows) {
     case 6: gemm_bf16_tile_m4<6, Ops>(ap, b, ldb, K, vl, init, store); break;

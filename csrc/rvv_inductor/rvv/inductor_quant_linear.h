@@ -6,10 +6,12 @@
 //
 // It runs the quantized kernels of the kernel table (kernel_table.inl) that the dispatcher
 // would pick for the ISA the including TU is compiled for: the QuantF16 GEMV with Zvfh
-// (the rvv_zvfh variant), the QuantF32 GEMV otherwise (rvv), and the 4 x m4 GEMM for
-// M >= 2. So a whole-model compile gives the same numbers, bit for bit, as
-// rvv_linear_packed_opts on the same packed bytes (compile_linears(weights=...)); the
-// INT8-activation decode kernel (opt-in there) is not used.
+// (the rvv_zvfh variant), the QuantF32 GEMV otherwise (rvv), and for M >= 2 the 4 x m4
+// GEMM (kQuantGemm) or, with INT8 activations, the gemm_x8 kernel (kQuantGemmX8,
+// rvv/gemm_quant_x8_packed.h). So a whole-model compile gives the same numbers, bit for
+// bit, as rvv_linear_packed_opts on the same packed bytes and options
+// (compile_linears(weights=..., activations=...)); the INT8-activation decode kernel
+// (RVV_LINEAR_X_INT8, M == 1) is not used.
 //
 // Threads: the N blocks are split into contiguous ranges (partition_blocks), one per
 // OpenMP thread, when the TU is compiled with OpenMP (Inductor's are); every column is
@@ -29,6 +31,7 @@
 #include "rvv_inductor/packing.h"
 #include "rvv_inductor/quant_packing.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
+#include "rvv_inductor/rvv/gemm_quant_x8_packed.h"
 #include "rvv_inductor/rvv/gemv_quant_packed.h"
 #include "rvv_inductor/types.h"
 
@@ -45,25 +48,38 @@ using InductorQuantPolicy = QuantF16;
 using InductorQuantPolicy = QuantF32;
 #endif
 
-// kFormat: DType::kInt8 or kInt4; kGemv: M == 1 (the GEMV), else M >= 2 (the GEMM). Only
-// this one kernel is instantiated in a generated TU, which keeps its compile time down.
-template <DType kFormat, bool kGemv>
+}  // namespace rvv
+
+// Which kernel a generated call runs (its template argument; the first two are also
+// what `true` / `false` meant before the INT8-activation GEMM existed).
+enum QuantInductorKernel : int {
+  kQuantGemm = 0,    // M >= 2, bf16 activations (gemm_quant_packed_4xm4)
+  kQuantGemv = 1,    // M == 1 (gemv_quant_packed_1xm8)
+  kQuantGemmX8 = 2,  // M >= 2, INT8 activations (gemm_quant_x8_packed)
+};
+
+namespace rvv {
+// Only this one kernel is instantiated in a generated TU, which keeps its compile time down.
+template <DType kFormat, int kKernel>
 inline Status inductor_quant_blocks(const LinearOperands& a) {
-  if constexpr (kGemv) return gemv_quant_packed_1xm8<InductorQuantPolicy, kFormat>(a);
+  if constexpr (kKernel == kQuantGemv) return gemv_quant_packed_1xm8<InductorQuantPolicy, kFormat>(a);
+  else if constexpr (kKernel == kQuantGemmX8) return gemm_quant_x8_packed<kFormat>(a);
   else return gemm_quant_packed_4xm4<kFormat>(a);
 }
-
 }  // namespace rvv
 
 // Runs the problem; kOk, or an error status with a message in err. `bytes` is the packed
 // size the Python side quantized into: a layout that disagrees is rejected before any
-// weight byte is read, as are a format other than kFormat and M that is not kGemv's.
-template <DType kFormat, bool kGemv>
+// weight byte is read, as are a format other than kFormat, M that is not the kernel's, and
+// an INT8-activation kernel for a weight whose groups are not whole 32-element blocks.
+template <DType kFormat, int kKernel>
 inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, int64_t N, int64_t K, const uint8_t* w,
                                     int32_t group_size, int32_t scale_dtype, int32_t zero_points, int64_t nb,
                                     int64_t bytes, const uint16_t* bias, uint16_t* y, int64_t ldy, int nthreads,
                                     char* err, size_t err_len) {
   static_assert(kFormat == DType::kInt8 || kFormat == DType::kInt4, "quantized formats only");
+  static_assert(kKernel == kQuantGemm || kKernel == kQuantGemv || kKernel == kQuantGemmX8, "unknown kernel");
+  constexpr bool kGemv = kKernel == kQuantGemv;
   if (kGemv != (M == 1))
     return fail(Status::kBadShape, err, err_len, "linear_quant_inductor: M=%lld with the %s kernel", (long long)M,
                 kGemv ? "GEMV (M == 1)" : "GEMM (M >= 2)");
@@ -71,6 +87,9 @@ inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, i
   const PackedLayout l = make_quant_layout(q, N, K, nb, 0);
   Status s = validate_layout(l, N, K, nb, err, err_len);
   if (s != Status::kOk) return s;
+  if (kKernel == kQuantGemmX8 && !x8_gemm_applies(l))
+    return fail(Status::kBadShape, err, err_len,
+                "linear_quant_inductor: INT8 activations need groups of whole 32-element blocks (group %d)", int(group_size));
   if (l.bytes != bytes)
     return fail(Status::kLayoutMismatch, err, err_len, "linear_quant_inductor: packed weight has %lld bytes, the layout %lld",
                 (long long)bytes, (long long)l.bytes);
@@ -85,6 +104,7 @@ inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, i
   a.w = w, a.layout = &l, a.nb = nb;
   a.bias = bias, a.bias_dtype = bias ? DType::kBF16 : DType::kNone;
   a.y = y, a.ldy = ldy, a.y_dtype = DType::kBF16;
+  a.x_int8 = kKernel == kQuantGemmX8 ? kX8Gemm : 0;
   const int64_t nblocks = l.num_blocks;
   int nt = nthreads < 1 ? 1 : nthreads;
   if (int64_t(nt) > nblocks) nt = int(nblocks);
@@ -94,7 +114,7 @@ inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, i
     const BlockRange r = partition_blocks(nblocks, nthr, t);
     if (r.begin == r.end) return;
     b.block_begin = r.begin, b.block_end = r.end;
-    const Status st = rvv::inductor_quant_blocks<kFormat, kGemv>(b);
+    const Status st = rvv::inductor_quant_blocks<kFormat, kKernel>(b);
     if (st != Status::kOk) {
 #ifdef _OPENMP
 #pragma omp atomic write
@@ -120,12 +140,12 @@ inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, i
 // What the generated kernel calls: kFormatCode RVV_DTYPE_INT8 or RVV_DTYPE_INT4, bf16
 // pointers as Inductor has them (c10::BFloat16), and a C++ exception on error (Inductor's
 // Python binding turns it into a RuntimeError).
-template <int32_t kFormatCode, bool kGemv, class TX, class TB>
+template <int32_t kFormatCode, int kKernel, class TX, class TB>
 inline void linear_quant_inductor_or_throw(const TX* x, int64_t ldx, int64_t M, int64_t N, int64_t K, const uint8_t* w,
                                            int32_t group_size, int32_t scale_dtype, int32_t zero_points, int64_t nb,
                                            int64_t bytes, const TB* bias, TX* y, int64_t ldy, int nthreads) {
   char err[256];
-  const Status s = linear_quant_inductor<DType(kFormatCode), kGemv>(
+  const Status s = linear_quant_inductor<DType(kFormatCode), kKernel>(
       as_bf16_bits(x), ldx, M, N, K, w, group_size, scale_dtype, zero_points, nb, bytes,
       bias ? as_bf16_bits(bias) : nullptr, as_bf16_bits(y), ldy, nthreads, err, sizeof err);
   if (s != Status::kOk) throw std::runtime_error(err);

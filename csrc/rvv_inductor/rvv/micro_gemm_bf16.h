@@ -10,6 +10,10 @@
 // fp32 in chunks of kKC columns into a 6 * kKC float stack buffer (6 KiB), each chunk
 // reused for every column chunk of N; partial sums go through C between chunks, which
 // costs 2 * rows vector memory ops per kKC * rows * VLMAX multiply-adds.
+// With three or more tiles (M > 12) the rows go in slabs of up to kMicroGemmSlab: per K
+// chunk the slab's A panels are converted once, and each column chunk of B is widened once
+// into an fp32 panel that all the slab's tiles stream (gemm_tile_bf16.h, F32Rows), instead
+// of once per tile. The sums are the same, in the same order: the result does not change.
 #pragma once
 #include "rvv_inductor/config.h"
 
@@ -33,6 +37,45 @@ using MicroGemmBf16Ops = Bf16Soft;
 #endif
 
 constexpr int64_t kMicroGemmKC = 256;
+constexpr int64_t kMicroGemmSlab = 8 * kGemmMR;
+
+// M > 2 * kGemmMR: slabs of rows sharing widened B panels (see the file comment). Stack:
+// the slab's A panels (48 x up to 256 floats) and one B panel (16 KB).
+template <class Ops>
+inline void micro_gemm_bf16f32_slabs(const uint16_t* A, const uint16_t* B, float* C, int64_t M, int64_t N, int64_t K,
+                                     int64_t lda, int64_t ldb, int64_t ldc, bool accumulate) {
+  const size_t vlmax = __riscv_vsetvlmax_e32m4();
+  int64_t kcp = gemm_panel_rows(vlmax);
+  if (kcp > kMicroGemmKC) kcp = kMicroGemmKC;
+  float ap[kMicroGemmSlab * kMicroGemmKC];
+  float bp[kGemmPanelFloats];
+  for (int64_t s0 = 0; s0 < M; s0 += kMicroGemmSlab) {
+    const int64_t srows = M - s0 < kMicroGemmSlab ? M - s0 : kMicroGemmSlab;
+    for (int64_t k0 = 0; k0 < K; k0 += kcp) {
+      const int64_t kc = K - k0 < kcp ? K - k0 : kcp;
+      for (int64_t t = 0; t < srows; t += kGemmMR) {
+        const int rows = int(srows - t < kGemmMR ? srows - t : kGemmMR);
+        pack_a_panel_f32<Ops>(A + (s0 + t) * lda, lda, rows, k0, kc, ap + t * kc);
+      }
+      const bool load_c = accumulate || k0 > 0;
+      for (int64_t j = 0; j < N;) {
+        const size_t vl = __riscv_vsetvl_e32m4(size_t(N - j));
+        widen_b_panel<Ops>(B + k0 * ldb + j, ldb, kc, vl, bp);
+        for (int64_t t = 0; t < srows; t += kGemmMR) {
+          const int rows = int(srows - t < kGemmMR ? srows - t : kGemmMR);
+          float* c = C + (s0 + t) * ldc + j;
+          auto init = [&](int r) {
+            return load_c ? __riscv_vle32_v_f32m4(c + r * ldc, vl) : __riscv_vfmv_v_f_f32m4(0.0f, vl);
+          };
+          auto store = [&](int r, vfloat32m4_t acc) { __riscv_vse32_v_f32m4(c + r * ldc, acc, vl); };
+          gemm_bf16_tile_m4_rows<F32Rows>(rows, ap + t * kc, static_cast<const float*>(bp), int64_t(vl), kc, vl, init,
+                                          store);
+        }
+        j += int64_t(vl);
+      }
+    }
+  }
+}
 
 template <class Ops>
 inline void micro_gemm_bf16f32_6xm4(const uint16_t* A, const uint16_t* B, float* C, int64_t M, int64_t N, int64_t K,
@@ -46,6 +89,10 @@ inline void micro_gemm_bf16f32_6xm4(const uint16_t* A, const uint16_t* B, float*
           __riscv_vse32_v_f32m8(C + m * ldc + j, __riscv_vfmv_v_f_f32m8(0.0f, vl), vl);
           j += int64_t(vl);
         }
+    return;
+  }
+  if (M > (kGemmPanelMinTiles - 1) * kGemmMR && __riscv_vsetvlmax_e32m4() <= size_t(kGemmPanelFloats)) {
+    micro_gemm_bf16f32_slabs<Ops>(A, B, C, M, N, K, lda, ldb, ldc, accumulate);
     return;
   }
   float ap[kGemmMR * kMicroGemmKC];
