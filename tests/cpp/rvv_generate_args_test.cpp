@@ -149,6 +149,37 @@ TEST(RvvGenerateArgs, Metadata) {
     m["rvv_prefill_chunk"] = bad;
     EXPECT_NE(read_needs(m, &n).find("rvv_prefill_chunk"), std::string::npos) << bad;
   }
+  // rvv_prefill_pads: absent (older packages) is false; only 0 and 1.
+  m = good_meta();
+  ASSERT_EQ(read_needs(m, &n), "");
+  EXPECT_FALSE(n.prefill_pads);
+  m["rvv_prefill_pads"] = "1";
+  ASSERT_EQ(read_needs(m, &n), "");
+  EXPECT_TRUE(n.prefill_pads);
+  m["rvv_prefill_pads"] = "yes";
+  EXPECT_NE(read_needs(m, &n).find("rvv_prefill_pads"), std::string::npos);
+}
+
+// A package whose prefill model pads runs a prompt shorter than a chunk as one call of the
+// prompt's rows (when the chunk fits the cache); otherwise the calls are the chunk starts.
+TEST(RvvGenerateArgs, PrefillCallsPadShortPrompts) {
+  for (size_t P = 1; P <= 40; ++P)
+    for (int C : {4, 16}) {
+      const auto with = prefill_calls(P, C, true, 32), without = prefill_calls(P, C, false, 32);
+      const auto starts = prefill_chunk_starts(P, C);
+      ASSERT_EQ(without.size(), starts.size());
+      for (size_t i = 0; i < starts.size(); ++i) EXPECT_TRUE(without[i].start == starts[i] && without[i].rows == C);
+      if (P < static_cast<size_t>(C)) {
+        ASSERT_EQ(with.size(), 1u) << P << " " << C;
+        EXPECT_EQ(with[0].start, 0);
+        EXPECT_EQ(with[0].rows, static_cast<int64_t>(P));
+      } else {
+        ASSERT_EQ(with.size(), starts.size());
+        for (size_t i = 0; i < starts.size(); ++i) EXPECT_TRUE(with[i].start == starts[i] && with[i].rows == C);
+      }
+    }
+  EXPECT_TRUE(prefill_calls(3, 64, true, 32).empty());  // the chunk does not fit the cache
+  EXPECT_TRUE(prefill_calls(3, 0, true, 32).empty());
 }
 
 TEST(RvvGenerateArgs, PrefillChunks) {

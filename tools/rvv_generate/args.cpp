@@ -172,6 +172,10 @@ std::string read_needs(const std::map<std::string, std::string>& meta, PackageNe
     if (!parse_int(v, 0, n.max_cache_len, &x) || x == 1) return "package metadata: bad rvv_prefill_chunk '" + v + "'";
     n.prefill_chunk = static_cast<int>(x);
   }
+  if (get("rvv_prefill_pads", &v)) {
+    if (v != "0" && v != "1") return "package metadata: bad rvv_prefill_pads '" + v + "'";
+    n.prefill_pads = v == "1";
+  }
   if (get("rvv_eos_token_ids", &v) && !v.empty()) {
     for (const auto& p : split(v, ',')) {
       if (!parse_int(p, 0, (1LL << 31) - 1, &x)) return "package metadata: bad rvv_eos_token_ids '" + v + "'";
@@ -224,6 +228,16 @@ std::vector<int64_t> prefill_chunk_starts(size_t prompt_len, int chunk) {
   for (int64_t s = 0; s + C <= P; s += C) starts.push_back(s);
   if (P % C) starts.push_back(P - C);
   return starts;
+}
+
+std::vector<PrefillCall> prefill_calls(size_t prompt_len, int chunk, bool pads, int max_cache_len) {
+  std::vector<PrefillCall> calls;
+  if (pads && chunk >= 2 && prompt_len >= 1 && prompt_len < static_cast<size_t>(chunk) && chunk <= max_cache_len) {
+    calls.push_back({0, static_cast<int64_t>(prompt_len)});
+    return calls;
+  }
+  for (int64_t s : prefill_chunk_starts(prompt_len, chunk)) calls.push_back({s, chunk});
+  return calls;
 }
 
 }  // namespace rvv_generate

@@ -47,6 +47,9 @@ struct PackageNeeds {
   int max_cache_len = 0;
   int vocab_size = 0;
   int prefill_chunk = 0;   // tokens per call of the package's prefill model; 0: none
+  // The prefill model takes a third input, the row whose logits it returns (rvv_prefill_pads
+  // = 1): a prompt shorter than a chunk runs as one padded call instead of token by token.
+  bool prefill_pads = false;
   std::vector<int64_t> eos_ids;
 };
 
@@ -68,5 +71,18 @@ std::string check_lengths(size_t prompt_len, int max_cache_len, int* new_tokens,
 // cached position writes the values it already holds). Empty when the prompt is shorter
 // than a chunk (or chunk < 2): then every prompt token goes through the decode step.
 std::vector<int64_t> prefill_chunk_starts(size_t prompt_len, int chunk);
+
+// One call of the prefill model: ids[start, start + rows) are the prompt's, the rest of the
+// chunk is padding (its positions lie past the prompt: the cache entries it writes there
+// are overwritten by the decode steps before any step reads them), and the logits are row
+// rows - 1's.
+struct PrefillCall {
+  int64_t start;
+  int64_t rows;
+};
+
+// prefill_chunk_starts as calls of `chunk` real rows; with `pads`, a prompt shorter than a
+// chunk is one padded call (if the chunk fits the cache: chunk <= max_cache_len).
+std::vector<PrefillCall> prefill_calls(size_t prompt_len, int chunk, bool pads, int max_cache_len);
 
 }  // namespace rvv_generate

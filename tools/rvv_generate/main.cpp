@@ -108,13 +108,15 @@ int main(int argc, char** argv) {
     if (o.threads > 0) at::set_num_threads(o.threads);
     auto t0 = std::chrono::steady_clock::now();
     torch::inductor::AOTIModelPackageLoader loader(o.package, kModel);
-    const std::vector<int64_t> starts =
-        o.tokenwise_prefill ? std::vector<int64_t>{} : rvv_generate::prefill_chunk_starts(o.prompt_ids.size(), needs.prefill_chunk);
+    const std::vector<rvv_generate::PrefillCall> starts =
+        o.tokenwise_prefill ? std::vector<rvv_generate::PrefillCall>{}
+                            : rvv_generate::prefill_calls(o.prompt_ids.size(), needs.prefill_chunk, needs.prefill_pads,
+                                                          needs.max_cache_len);
     std::unique_ptr<rvv_generate::PrefillModel> prefill;
     if (!starts.empty()) {
       try {
         prefill = std::make_unique<rvv_generate::PrefillModel>(o.package, kPrefillModel, *loader.get_runner(),
-                                                               needs.prefill_chunk);
+                                                               needs.prefill_chunk, needs.prefill_pads);
       } catch (const rvv_generate::PackageError& e) {
         if (dump) std::fclose(dump);
         return fail(o.package + ": " + e.what());
@@ -126,7 +128,7 @@ int main(int argc, char** argv) {
     t0 = std::chrono::steady_clock::now();
     int64_t pos = 0;
     region_marker(o.prefill_region, true);
-    for (int64_t s : starts) logits = prefill->run(o.prompt_ids, s);
+    for (const auto& c : starts) logits = prefill->run(o.prompt_ids, c.start, c.rows);
     if (!starts.empty()) pos = static_cast<int64_t>(o.prompt_ids.size());
     for (; pos < static_cast<int64_t>(o.prompt_ids.size()); ++pos) logits = step(loader, o.prompt_ids[pos], pos);
     region_marker(o.prefill_region, false);
@@ -163,7 +165,10 @@ int main(int argc, char** argv) {
                 load_s, prefill_s, o.prompt_ids.size(),
                 starts.empty() ? "decode step per token"
                                : (std::to_string(starts.size()) + " prefill call(s) of " +
-                                  std::to_string(needs.prefill_chunk) + " tokens").c_str(),
+                                  std::to_string(needs.prefill_chunk) + " tokens" +
+                                  (starts.size() == 1 && starts[0].rows < needs.prefill_chunk
+                                       ? " (" + std::to_string(starts[0].rows) + " of them the prompt's)"
+                                       : std::string())).c_str(),
                 decode_s, decode_steps, decode_steps ? decode_s / decode_steps : 0.0, at::get_num_threads());
   } catch (const std::exception& e) {
     if (dump) std::fclose(dump);

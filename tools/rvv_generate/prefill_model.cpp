@@ -85,8 +85,8 @@ auto without_folding_warning(F make) {
 }  // namespace
 
 PrefillModel::PrefillModel(const std::string& package, const std::string& name,
-                           torch::inductor::AOTIModelContainerRunner& decode, int chunk)
-    : chunk_(chunk) {
+                           torch::inductor::AOTIModelContainerRunner& decode, int chunk, bool pads)
+    : chunk_(chunk), pads_(pads) {
   // A loaded model hands out its constants by original FQN only; export gives every
   // constant a distinct one (export._recording_constants), so name -> FQN -> tensor is exact.
   const auto names = decode.getConstantNamesToOriginalFQNs();
@@ -118,12 +118,14 @@ PrefillModel::PrefillModel(const std::string& package, const std::string& name,
   }
 }
 
-at::Tensor PrefillModel::run(const std::vector<int64_t>& ids, int64_t start) {
-  if (start < 0 || start + chunk_ > static_cast<int64_t>(ids.size()))
+at::Tensor PrefillModel::run(const std::vector<int64_t>& ids, int64_t start, int64_t rows) {
+  if (start < 0 || rows < 1 || rows > chunk_ || start + rows > static_cast<int64_t>(ids.size()) ||
+      (rows < chunk_ && !pads_))
     throw std::out_of_range("prefill chunk outside the prompt");
-  std::vector<at::Tensor> in{
-      at::tensor(std::vector<int64_t>(ids.begin() + start, ids.begin() + start + chunk_), at::kLong).reshape({1, chunk_}),
-      at::arange(start, start + chunk_, at::kLong)};
+  std::vector<int64_t> chunk(ids.begin() + start, ids.begin() + start + rows);
+  chunk.resize(static_cast<size_t>(chunk_), chunk.back());
+  std::vector<at::Tensor> in{at::tensor(chunk, at::kLong).reshape({1, chunk_}), at::arange(start, start + chunk_, at::kLong)};
+  if (pads_) in.push_back(at::tensor(std::vector<int64_t>{rows - 1}, at::kLong));
   std::vector<at::Tensor> out = runner_->run(in);
   return out.at(0).reshape({-1}).to(at::kFloat).contiguous();
 }

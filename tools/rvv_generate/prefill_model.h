@@ -29,18 +29,20 @@ class PrefillModel {
   // outlive this object). Throws PackageError when the package has no such model or its
   // constants are not the decode model's (names, original FQNs, dtypes).
   PrefillModel(const std::string& package, const std::string& name,
-               torch::inductor::AOTIModelContainerRunner& decode, int chunk);
+               torch::inductor::AOTIModelContainerRunner& decode, int chunk, bool pads);
 
   int chunk() const { return chunk_; }
 
-  // One call on ids[start, start + chunk) at positions start..start + chunk - 1: the logits
-  // of the chunk's last position, float32 [vocab].
-  at::Tensor run(const std::vector<int64_t>& ids, int64_t start);
+  // One call on ids[start, start + rows) at positions start..start + chunk - 1 (rows <
+  // chunk only for a model that pads: the rest repeats the last id): the logits of row
+  // rows - 1, float32 [vocab].
+  at::Tensor run(const std::vector<int64_t>& ids, int64_t start, int64_t rows);
 
  private:
   std::unordered_map<std::string, at::Tensor> constants_;  // the decode model's, by name
   std::unique_ptr<torch::inductor::AOTIModelContainerRunnerCpu> runner_;
   int chunk_;
+  bool pads_;
 };
 
 }  // namespace rvv_generate

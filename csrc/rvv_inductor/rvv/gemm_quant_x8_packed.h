@@ -93,9 +93,9 @@ inline X8Blocking x8_gemm_blocking(int64_t M, int64_t K, int64_t nb, int64_t ste
 // Scratch of one call: the quantized activation block and its scales, the INT4 panel,
 // the chunk's fp32 scales, the partial sums. Sizes in bytes, offsets 64-byte aligned.
 struct X8Scratch {
-  int8_t* xq;     // mc x kcp, tile panels [k][rows]
-  float* dx;      // mc x nbk
-  float* xs;      // mc x ngk (stored zero points)
+  int8_t* xq;     // M x Kp (K padded to 32), tile panels [k][rows]
+  float* dx;      // M x Kp / 32
+  float* xs;      // M x G (stored zero points)
   int8_t* panel;  // kcp x vlmax (INT4)
   float* s;       // ngk x vlmax
   float* sz;      // ngk x vlmax (stored zero points)
@@ -103,7 +103,8 @@ struct X8Scratch {
 };
 
 // Quantizes rows [mb, mb_end) x K rows [k0, k1) of X into the tile panels (zero rows up to
-// kcp), their block scales dx and, with stored zero points, their per-group sums xs.
+// kcp), their block scales dx and, with stored zero points, their per-group sums xs. The
+// kernel calls it once for all M rows and all K: each column group then reads the panels.
 template <int kTileRows>
 inline void x8_quantize_block(const LinearOperands& a, int64_t mb, int64_t mb_end, int64_t k0, int64_t k1, int64_t kcp,
                               int64_t gr, bool group_sums, const X8Scratch& sc) {
@@ -205,8 +206,8 @@ inline void x8_prepare_chunk(const LinearOperands& a, const QuantSpec& q, const 
 // c_r -= xs_r * s * (z - 8).
 template <int MR>
 RVV_X8_INLINE void x8_tile_int4(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t& c2, vfloat32m4_t& c3, const int8_t* panel,
-                         const int8_t* xq, const float* dx, int64_t nbk, const float* xs, int64_t ngk, const float* s,
-                         const float* sz, int64_t bpg, size_t vl) {
+                         const int8_t* xq, const float* dx, int64_t ldd, int64_t nbk, const float* xs, int64_t ldxs,
+                         const float* s, const float* sz, int64_t bpg, size_t vl) {
   int64_t gb = 0, in_group = 0;  // the block's group in the K block, blocks of it done
   for (int64_t bi = 0; bi < nbk; ++bi) {
     const int8_t* w = panel + bi * kX8BlockRows * int64_t(vl);
@@ -245,13 +246,13 @@ RVV_X8_INLINE void x8_tile_int4(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t
     const vfloat32m4_t sv = __riscv_vle32_v_f32m4(s + gi * int64_t(vl), vl);
     const float* d = dx + bi;
 #define X8_STEP(r) \
-  c##r = __riscv_vfmacc_vv_f32m4(c##r, sv, __riscv_vfmul_vf_f32m4(__riscv_vfwcvt_f_x_v_f32m4(i##r, vl), d[r * nbk], vl), vl)
+  c##r = __riscv_vfmacc_vv_f32m4(c##r, sv, __riscv_vfmul_vf_f32m4(__riscv_vfwcvt_f_x_v_f32m4(i##r, vl), d[r * ldd], vl), vl)
     X8_ROWS(X8_STEP);
 #undef X8_STEP
     const bool group_end = ++in_group == bpg || bi + 1 == nbk;
     if (sz && group_end) {
       const vfloat32m4_t z = __riscv_vle32_v_f32m4(sz + gi * int64_t(vl), vl);
-#define X8_ZERO(r) c##r = __riscv_vfnmsac_vf_f32m4(c##r, xs[r * ngk + gi], z, vl)
+#define X8_ZERO(r) c##r = __riscv_vfnmsac_vf_f32m4(c##r, xs[r * ldxs + gi], z, vl)
       X8_ROWS(X8_ZERO);
 #undef X8_ZERO
     }
@@ -265,7 +266,7 @@ RVV_X8_INLINE void x8_tile_int4(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t
 template <int MR>
 RVV_X8_INLINE void x8_tile_int8(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t& c2, vfloat32m4_t& c3, const uint8_t* blk,
                          int64_t full, int64_t doff, int64_t nb, int64_t gr, int64_t k0, int64_t k1, const int8_t* xq,
-                         const float* dx, int64_t nbk, const float* s, size_t vl) {
+                         const float* dx, int64_t ldd, int64_t nbk, const float* s, size_t vl) {
   for (int64_t bi = 0; bi < nbk; ++bi) {
     const int64_t kb = k0 + bi * kX8BlockRows;
     if (kb >= k1) break;
@@ -306,7 +307,7 @@ RVV_X8_INLINE void x8_tile_int8(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t
     const vfloat32m4_t sv = __riscv_vle32_v_f32m4(s + (g - k0 / gr) * int64_t(vl), vl);
     const float* d = dx + bi;
 #define X8_STEP(r) \
-  c##r = __riscv_vfmacc_vv_f32m4(c##r, sv, __riscv_vfmul_vf_f32m4(__riscv_vfcvt_f_x_v_f32m4(i##r, vl), d[r * nbk], vl), vl)
+  c##r = __riscv_vfmacc_vv_f32m4(c##r, sv, __riscv_vfmul_vf_f32m4(__riscv_vfcvt_f_x_v_f32m4(i##r, vl), d[r * ldd], vl), vl)
     X8_ROWS(X8_STEP);
 #undef X8_STEP
   }
@@ -314,24 +315,27 @@ RVV_X8_INLINE void x8_tile_int8(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t
 
 // One MR x vl tile over the K block [k0, k1): from the bias (k0 == 0) or the partial sums,
 // into Y (k1 == K) or the partial sums.
+// The quantized activations of all M rows over all K (sc.xq: tile panels [Kp][rows] from
+// row m0 * Kp; sc.dx [M][Kp / 32]; sc.xs [M][G]) were made once per call.
 template <int MR, DType kFormat>
 inline void x8_tile(const LinearOperands& a, const QuantSpec& q, const X8Scratch& sc, const uint8_t* blk, int64_t j,
-                    size_t vl, int64_t m0, int64_t mb, int64_t n, int64_t k0, int64_t k1, int64_t kcp, int64_t gr,
-                    float* at, int64_t ldacc) {
+                    size_t vl, int64_t m0, int64_t n, int64_t k0, int64_t k1, int64_t kcp, int64_t gr, float* at,
+                    int64_t ldacc) {
   vfloat32m4_t c0, c1, c2, c3;
 #define X8_INIT(r) \
   c##r = k0 == 0 ? bias_m4<Bf16Soft>(a.bias, a.bias_dtype, n, vl) : __riscv_vle32_v_f32m4(at + r * ldacc, vl)
   X8_ROWS(X8_INIT);
 #undef X8_INIT
-  const int64_t nbk = kcp / kX8BlockRows, ngk = (k1 - k0 + gr - 1) / gr, i0 = m0 - mb;
-  const int8_t* xq = sc.xq + i0 * kcp;
-  const float* dx = sc.dx + i0 * nbk;
+  const int64_t kpad = (a.K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows, nblk = kpad / kX8BlockRows;
+  const int64_t G = quant_num_groups(q, a.K), nbk = kcp / kX8BlockRows;
+  const int8_t* xq = sc.xq + m0 * kpad + k0 * MR;
+  const float* dx = sc.dx + m0 * nblk + k0 / kX8BlockRows;
   if constexpr (kFormat == DType::kInt4) {
-    x8_tile_int4<MR>(c0, c1, c2, c3, sc.panel, xq, dx, nbk, sc.xs + i0 * ngk, ngk, sc.s,
+    x8_tile_int4<MR>(c0, c1, c2, c3, sc.panel, xq, dx, nblk, nbk, sc.xs + m0 * G + k0 / gr, G, sc.s,
                      q.zero_points ? sc.sz : nullptr, gr / kX8BlockRows, vl);
   } else {
     x8_tile_int8<MR>(c0, c1, c2, c3, blk + j, quant_group_bytes(q, a.nb, gr), quant_data_offset(q, a.nb), a.nb, gr,
-                     k0, k1, xq, dx, nbk, sc.s, vl);
+                     k0, k1, xq, dx, nblk, nbk, sc.s, vl);
   }
   if (k1 < a.K) {
 #define X8_PARTIAL(r) __riscv_vse32_v_f32m4(at + r * ldacc, c##r, vl)
@@ -347,12 +351,13 @@ inline void x8_tile(const LinearOperands& a, const QuantSpec& q, const X8Scratch
 #undef RVV_X8_INLINE
 
 template <DType kFormat>
-inline int64_t x8_scratch_bytes(const X8Blocking& bk, int64_t K, int64_t nb, int64_t gr, int64_t vlmax) {
+inline int64_t x8_scratch_bytes(const X8Blocking& bk, int64_t M, int64_t K, int64_t nb, int64_t gr, int64_t vlmax) {
   const int64_t kc = bk.kc < K ? bk.kc : K;
-  const int64_t kcp = (kc + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows, nbk = kcp / kX8BlockRows;
+  const int64_t kcp = (kc + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
+  const int64_t kpad = (K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows, G = (K + gr - 1) / gr;
   const int64_t ngk = (kc + gr - 1) / gr;
   auto al = [](int64_t b) { return (b + 63) & ~int64_t(63); };
-  int64_t bytes = al(bk.mc * kcp) + al(4 * bk.mc * nbk) + al(4 * bk.mc * ngk) + 2 * al(4 * ngk * vlmax);
+  int64_t bytes = al(M * kpad) + al(4 * M * (kpad / kX8BlockRows)) + al(4 * M * G) + 2 * al(4 * ngk * vlmax);
   if (kFormat == DType::kInt4) bytes += al(kcp * vlmax);
   if (kc < K) bytes += al(4 * bk.mc * bk.nc_blocks * nb);
   return bytes;
@@ -373,8 +378,9 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
   if (mc < 1 || ncb < 1 || kc < 1 || (kc < K && kc % x8_k_step(q, K)) || (mc < M && mc % kMR)) return Status::kBadShape;
   const int64_t vlmax = int64_t(__riscv_vsetvlmax_e32m4());
   const int64_t kcp = (kc + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
-  const int64_t nbk_max = kcp / kX8BlockRows, ngk_max = (kc + gr - 1) / gr, ldacc = ncb * nb;
-  const int64_t bytes = x8_scratch_bytes<kFormat>(bk, K, nb, gr, vlmax);
+  const int64_t kpad = (K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
+  const int64_t ngk_max = (kc + gr - 1) / gr, ldacc = ncb * nb;
+  const int64_t bytes = x8_scratch_bytes<kFormat>(bk, M, K, nb, gr, vlmax);
   F32Scratch<256> scratch;
   const int64_t floats = (bytes + 64) / 4 + 16;
   float* buf = scratch.get(a.scratch && a.scratch_floats >= floats ? a.scratch : nullptr, floats);
@@ -386,14 +392,15 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
     return r;
   };
   X8Scratch sc;
-  sc.xq = reinterpret_cast<int8_t*>(take(mc * kcp));
-  sc.dx = reinterpret_cast<float*>(take(4 * mc * nbk_max));
-  sc.xs = reinterpret_cast<float*>(take(4 * mc * ngk_max));
+  sc.xq = reinterpret_cast<int8_t*>(take(M * kpad));
+  sc.dx = reinterpret_cast<float*>(take(4 * M * (kpad / kX8BlockRows)));
+  sc.xs = reinterpret_cast<float*>(take(4 * M * quant_num_groups(q, K)));
   sc.s = reinterpret_cast<float*>(take(4 * ngk_max * vlmax));
   sc.sz = reinterpret_cast<float*>(take(4 * ngk_max * vlmax));
   sc.panel = kFormat == DType::kInt4 ? reinterpret_cast<int8_t*>(take(kcp * vlmax)) : nullptr;
   sc.acc = kc < K ? reinterpret_cast<float*>(take(4 * mc * ldacc)) : nullptr;
   const bool group_sums = kFormat == DType::kInt4 && q.zero_points;
+  x8_quantize_block<kMR>(a, 0, M, 0, K, kpad, gr, group_sums, sc);
   const uint8_t* base = static_cast<const uint8_t*>(a.w);
   for (int64_t bg = a.block_begin; bg < a.block_end; bg += ncb) {
     const int64_t bg_end = bg + ncb < a.block_end ? bg + ncb : a.block_end;
@@ -402,7 +409,6 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
       for (int64_t k0 = 0; k0 < K; k0 += kc) {
         const int64_t k1 = k0 + kc < K ? k0 + kc : K;
         const int64_t kp = (k1 - k0 + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
-        x8_quantize_block<kMR>(a, mb, mb_end, k0, k1, kp, gr, group_sums, sc);
         for (int64_t b = bg; b < bg_end; ++b) {
           const int64_t n0 = b * nb, cols = a.N - n0 < nb ? a.N - n0 : nb;
           const uint8_t* blk = base + b * block_bytes;
@@ -413,13 +419,13 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
               float* at = sc.acc ? sc.acc + (m0 - mb) * ldacc + (b - bg) * nb + j : nullptr;
               const int64_t rows = mb_end - m0 < kMR ? mb_end - m0 : kMR;
               if (rows >= kMR)
-                x8_tile<kMR, kFormat>(a, q, sc, blk, j, vl, m0, mb, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<kMR, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
               else if (kMR > 3 && rows == 3)
-                x8_tile<3, kFormat>(a, q, sc, blk, j, vl, m0, mb, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<3, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
               else if (rows == 2)
-                x8_tile<2, kFormat>(a, q, sc, blk, j, vl, m0, mb, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<2, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
               else
-                x8_tile<1, kFormat>(a, q, sc, blk, j, vl, m0, mb, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<1, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
             }
             j += int64_t(vl);
           }
