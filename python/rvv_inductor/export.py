@@ -9,7 +9,11 @@ What goes into the package:
   model as mutated buffers, so it persists from call to call in the loaded model. Its
   shared library holds the constants (weights, packed or quantized, and the cache).
 * the AOTI model ``"prefill"`` (unless ``prefill_chunk`` is 0): the same step over a chunk
-  of ``prefill_chunk`` prompt tokens, logits of the chunk's last position only. Its shared
+  of ``prefill_chunk`` prompt tokens (default ``policy.prefill_chunk``: from the K1 model,
+  the smallest chunk whose GEMMs hide the weights' DRAM time), logits of one row only: a
+  third input names it, so a prompt shorter than a chunk is one call with padding after
+  it (the cache entries the padding writes lie past the prompt and are overwritten by the
+  decode steps before any step reads them). Its shared
   library holds no constants: ``rvv-generate`` binds it to the decode model's tensors (the
   weights *and* the KV cache, by constant name, no copy), so what prefill writes into the
   cache is what decode reads. The export checks that the two compiles produced the same
@@ -41,7 +45,7 @@ import time
 FORMAT = "rvv-inductor-aoti/1"
 MODEL_NAME = "decode"
 PREFILL_NAME = "prefill"  # bound to the decode model's constants by rvv-generate
-DEFAULT_PREFILL_CHUNK = 16
+DEFAULT_PREFILL_CHUNK = None  # policy.prefill_chunk(weights, activations): 16-64 from the K1 model
 META_FILE = "rvv_inductor.json"  # stored as extra/rvv_inductor.json in the archive
 ROUTING_FILE = "routing.jsonl"    # extra/routing.jsonl: the compile's routing decisions
 # ATen GEMMs in AOTInductor's C++ wrapper (the Python wrapper's extern_kernels.mm(...)).
@@ -130,14 +134,17 @@ def decode_step(model, max_cache_len: int):
                 self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
                 self.register_buffer(f"cumulative_length_{i}", layer.cumulative_length, persistent=False)
 
-        def forward(self, input_ids, cache_position):
+        def forward(self, input_ids, cache_position, last=None):
+            """``last`` (prefill: an int64 [1] row index): the row whose logits to return;
+            None (decode): the last one."""
             for i, layer in enumerate(self.cache.layers):
                 layer.keys = getattr(self, f"key_cache_{i}")
                 layer.values = getattr(self, f"value_cache_{i}")
                 layer.cumulative_length = getattr(self, f"cumulative_length_{i}")
                 layer.cumulative_length.copy_(cache_position[0:1])
             out = self.model(input_ids=input_ids, attention_mask=None, past_key_values=self.cache,
-                             cache_position=cache_position, use_cache=True, logits_to_keep=1)
+                             cache_position=cache_position, use_cache=True,
+                             logits_to_keep=1 if last is None else last)
             return out.logits.float()
 
     return DecodeStep().eval()
@@ -153,10 +160,12 @@ def target_isa() -> dict:
 
 
 def export(model, out: str, *, weights: str = "bf16", group_size: int | None = None, max_cache_len: int = 256,
-           prefill_chunk: int = DEFAULT_PREFILL_CHUNK, gate=None, keep_bf16=None, threads: int | None = None,
-           attention: str = "rvv") -> dict:
+           prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK, gate=None, keep_bf16=None, threads: int | None = None,
+           attention: str = "rvv", activations: str = "int8") -> dict:
     """Export ``model``'s decode step (and, unless ``prefill_chunk`` is 0, its prefill step
-    over chunks of that many tokens) to the package ``out``; return its metadata."""
+    over chunks of that many tokens) to the package ``out``; return its metadata.
+    ``activations``: how the INT8/INT4 GEMMs of the prefill step treat X ("int8" or "bf16",
+    as in ``compile_linears``)."""
     torch = _torch()
     import rvv_inductor
     from torch.export.pt2_archive._package import package_pt2
@@ -164,6 +173,13 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     if not str(out).endswith(".pt2"):
         raise ExportError(f"{out}: the package name must end in .pt2")
     config = model.config.get_text_config()
+    if prefill_chunk is None:
+        from .policy import ACTIVATIONS, WEIGHT_FORMATS, prefill_chunk as chunk_for
+
+        if weights in WEIGHT_FORMATS and activations in ACTIVATIONS:
+            prefill_chunk = min(chunk_for(weights, activations), max_cache_len)
+        else:
+            prefill_chunk = 16  # enable() below names the bad value
     if max_cache_len < 2 or prefill_chunk < 0 or prefill_chunk > max_cache_len:
         raise ExportError(f"bad sizes: max_cache_len={max_cache_len}, prefill_chunk={prefill_chunk} "
                           "(0 <= prefill_chunk <= max_cache_len)")
@@ -185,7 +201,10 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     with torch.no_grad(), (rvv_attention.use_in(model) if attention == "rvv" else contextlib.nullcontext()):
         for name, T in steps.items():
             ids = torch.zeros(1, T, dtype=torch.long)
-            programs[name] = torch.export.export(step, (ids, torch.arange(T, dtype=torch.long)), strict=False)
+            args = (ids, torch.arange(T, dtype=torch.long))
+            if name == PREFILL_NAME:
+                args += (torch.tensor([T - 1], dtype=torch.long),)
+            programs[name] = torch.export.export(step, args, strict=False)
     t_export = time.time() - t0
 
     eos = model.generation_config.eos_token_id if model.generation_config is not None else None
@@ -193,11 +212,13 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     meta = {"format": FORMAT, "model": MODEL_NAME, "model_type": config.model_type,
             "vocab_size": int(config.vocab_size), "num_layers": int(config.num_hidden_layers),
             "max_cache_len": int(max_cache_len), "prefill_chunk": int(prefill_chunk), "weights": weights,
-            "group_size": group_size, "eos_token_ids": eos, "attention": attention, **{f"isa_{k}": v for k, v in isa.items()},
+            "group_size": group_size, "activations": activations if weights != "bf16" else "bf16",
+            "eos_token_ids": eos, "attention": attention, **{f"isa_{k}": v for k, v in isa.items()},
             "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
             "threads_at_compile": None}
 
-    rvv_inductor.enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16)
+    rvv_inductor.enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16,
+                        activations=activations)
     opts = {"aot_inductor.package": True, "freezing": True,
             # No precompiled header, so the generated code gets our vector exp (SiLU, softmax
             # outside the attention kernel): GCC 16 crashes on RVV intrinsics over a PCH that
@@ -206,7 +227,8 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
             # What rvv-generate checks before it loads the model's code (read from the archive).
             "aot_inductor.metadata": {"rvv_format": FORMAT, "rvv_march": isa["march"], "rvv_vlen": str(isa["vlen"]),
                                       "rvv_max_cache_len": str(max_cache_len), "rvv_vocab_size": str(config.vocab_size),
-                                      "rvv_prefill_chunk": str(prefill_chunk), "rvv_eos_token_ids": ",".join(map(str, eos)),
+                                      "rvv_prefill_chunk": str(prefill_chunk), "rvv_prefill_pads": "1",
+                                      "rvv_eos_token_ids": ",".join(map(str, eos)),
                                       "rvv_weights": weights}}
     if threads:
         opts["cpp.threads"] = int(threads)
@@ -521,20 +543,25 @@ def main(argv: list[str]) -> int:
     p.add_argument("-o", "--output", required=True, help="the package to write (*.pt2)")
     p.add_argument("--max-cache-len", type=int, default=256, help="KV cache positions (prompt + new tokens)")
     p.add_argument("--prefill-chunk", type=int, default=DEFAULT_PREFILL_CHUNK,
-                   help=f"prompt tokens per prefill call (default {DEFAULT_PREFILL_CHUNK}); 0: no prefill model, "
-                        "rvv-generate runs the prompt through the decode step one token at a time")
+                   help="prompt tokens per prefill call (default: from the K1 model, 16-64 by weight format, "
+                        "at most --max-cache-len); 0: no prefill model, rvv-generate runs the prompt through "
+                        "the decode step one token at a time")
     p.add_argument("--gate", default=DEFAULT_GATE, help=f"which GEMMs go to RVV (default {DEFAULT_GATE})")
     p.add_argument("--threads", type=int, default=None, help="OpenMP threads the kernels are compiled for")
     p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4")
     p.add_argument("--attention", choices=("rvv", "sdpa"), default="rvv",
                    help="decode attention: rvv (csrc/rvv_inductor/attention.h, default) or sdpa (ATen's)")
+    p.add_argument("--activations", choices=("int8", "bf16"), default="int8",
+                   help="INT8/INT4 GEMMs of the prefill: quantize X to INT8 per 32 values (int8, default) or the "
+                        "FP path (bf16)")
     a = p.parse_args(argv)
     try:
         gate = _parse_gate(a.gate)
         model = load_model(a.source)
         keep = [model.lm_head] if a.keep_lm_head_bf16 and hasattr(model, "lm_head") else None
         meta = export(model, a.output, weights=a.weights, group_size=a.group_size, max_cache_len=a.max_cache_len,
-                      prefill_chunk=a.prefill_chunk, gate=gate, keep_bf16=keep, threads=a.threads, attention=a.attention)
+                      prefill_chunk=a.prefill_chunk, gate=gate, keep_bf16=keep, threads=a.threads, attention=a.attention,
+                      activations=a.activations)
     except (ExportError, ValueError) as e:
         print(f"export: {e}", file=sys.stderr)
         return 2

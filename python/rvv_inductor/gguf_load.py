@@ -24,6 +24,7 @@ import torch
 
 from . import cpu, quantized
 from ._native import RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8
+from .policy import DEFAULT_ACTIVATIONS, check_activations
 
 ARCHITECTURES = ("qwen2", "llama")
 _LINEAR = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
@@ -146,14 +147,19 @@ def _set_tensor(model, hf: str, value: torch.Tensor, path: str, gname: str) -> N
     mod._parameters[pname] = torch.nn.Parameter(value, requires_grad=False)
 
 
-def load_gguf(path: str | os.PathLike):
+def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS):
     """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode.
+
+    ``activations``: how its Q8_0/Q4_0 layers treat X at M >= 2 (prompt, batched decode),
+    as in ``compile_linears``: "int8" (default; per 32 values, as llama.cpp does with these
+    files) or "bf16" (the FP path).
 
     Memory: the model is built on the meta device and filled tensor by tensor, each read
     from the file into a buffer of its own size; Q8_0/Q4_0 Linear weights go from the
     file's blocks to the packed layout directly, BF16 tensors are used as stored. The peak
     is the loaded model plus the largest tensor's transients (for a Q4_0 weight: its bytes,
     its int8 values and its packed copy)."""
+    check_activations(activations, "load_gguf")
     gguf = _gguf()
     import transformers
 
@@ -233,7 +239,7 @@ def load_gguf(path: str | os.PathLike):
                 if permute:
                     values, scales = _unpermute(values, heads), _unpermute(scales, heads)
                 fmt = "int8" if t.tensor_type == q.Q8_0 else "int4"
-                layer = RVVQuantLinear(k, n, lin.bias, nb, fmt, 32, "f16")
+                layer = RVVQuantLinear(k, n, lin.bias, nb, fmt, 32, "f16", activations)
                 lay = quantized.layout(RVV_DTYPE_INT8 if fmt == "int8" else RVV_DTYPE_INT4, 32, RVV_DTYPE_F16, False,
                                        n, k, nb)
                 layer.packed_weight = quantized.pack_quantized(

@@ -55,7 +55,7 @@ def _register_torch_logs() -> None:
 
 
 def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: int | None = None,
-           keep_bf16=None) -> dict:
+           keep_bf16=None, activations: str | None = None) -> dict:
     """Install the RVV ISA, the micro-GEMMs, the cache-size fix and the routing.
 
     ``gate`` decides which GEMMs of a whole-graph compile go to RVV (default:
@@ -68,7 +68,9 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
     (``policy.GROUP_SIZES``; default ``policy.DEFAULT_GROUP_SIZE``: INT8 0 = per output
     channel, INT4 64); a layer whose K it does not divide stays BF16 (reason
     NOT_QUANTIZABLE). ``keep_bf16``: modules or weight tensors to leave in BF16
-    (``keep_bf16=[model.lm_head]``). Needs ``torch._inductor.config.freezing=True`` and
+    (``keep_bf16=[model.lm_head]``). ``activations``: "int8" (default) or "bf16", how the
+    quantized GEMMs with M >= 2 treat X, as in ``compile_linears``. Needs
+    ``torch._inductor.config.freezing=True`` and
     ``torch.no_grad()``, like the BF16 routing. Bad values raise ValueError.
 
     Calling it again is a no-op, except that a new ``gate`` or ``weights`` replaces the old
@@ -78,14 +80,16 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
         from .inductor import quant_lowering, routing
 
         spec = None
-        if weights is not None or group_size is not None or keep_bf16 is not None:
-            spec = quant_lowering.QuantSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16)
+        if weights is not None or group_size is not None or keep_bf16 is not None or activations is not None:
+            spec = quant_lowering.QuantSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16,
+                                                  activations)
         if gate is not None:
             routing.set_gate(gate)
         if spec is not None:
             quant_lowering.set_spec(spec)
         if _patches.active:
             _status["weights"] = quant_lowering.get_spec().format
+            _status["activations"] = quant_lowering.get_spec().activations
             return dict(_status)
         info = cpu.effective()  # may raise CpuOverrideError: fail before patching anything
         routing.set_gate(gate or Gate.from_env())
@@ -139,6 +143,7 @@ def _install(info: cpu.CpuInfo) -> dict:
         log.warning("rvv_inductor: post_grad_custom_post_pass is set; changing the gate or weights= between "
                     "compiles may reuse a cached graph (clear TORCHINDUCTOR_CACHE_DIR)")
     st["weights"] = quant_lowering.get_spec().format
+    st["activations"] = quant_lowering.get_spec().activations
     lowerings = dict(routing.LOWERINGS)
     lowerings[ops.linear_packed] = packed_lowering.linear_packed_lowering
     lowerings[attention.decode_attention] = attention_lowering.decode_attention_lowering

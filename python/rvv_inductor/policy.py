@@ -128,3 +128,63 @@ WEIGHT_FORMATS = ("bf16", "int8", "int4")
 # what decode streams) with a finer grid than 128, and the size the kernels were measured at.
 DEFAULT_GROUP_SIZE = {"int8": 0, "int4": 64}
 GROUP_SIZES = {"int8": (0, 32, 64, 128, 256), "int4": (32, 64, 128)}
+
+# --- activations of INT8/INT4 Linear calls with M >= 2 (compile_linears / enable /
+# load_gguf / serve / export: activations=...) -----------------------------------------
+# "int8": quantized per row in blocks of 32 (dx = max|x| / 127, llama.cpp's Q8_0 blocks) and
+#         multiplied in integers (csrc/rvv_inductor/quant_x8.h): the prompt and batched
+#         decode at the int8 datapath. Decode (M == 1) is DRAM-bound and keeps the FP path.
+# "bf16": the FP path everywhere: each product exact in fp32.
+# The default is "int8"; the README gives the measured logit distance it adds.
+ACTIVATIONS = ("int8", "bf16")
+DEFAULT_ACTIVATIONS = "int8"
+# The C ABI's option bit for "int8" (RVV_LINEAR_X_INT8_GEMM, csrc/rvv_inductor/capi.h).
+X8_GEMM_OPTION = 2
+
+
+def check_activations(activations, who: str) -> str:
+    """``activations`` if it is one of ACTIVATIONS, else a ValueError naming the caller."""
+    if not isinstance(activations, str) or activations not in ACTIVATIONS:
+        raise ValueError(f"{who}: activations={activations!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
+    return activations
+
+
+def x8_applies(fmt: str, group_size: int) -> bool:
+    """The INT8-activation GEMM covers this weight format (quant_x8.h: groups of whole
+    32-element blocks; 0 is per channel, INT8 only)."""
+    if fmt == "int4":
+        return group_size > 0 and group_size % 32 == 0
+    return fmt == "int8" and group_size % 32 == 0
+
+
+# --- the prefill chunk of the AOTInductor package (export --prefill-chunk) ---------------
+# A prefill call streams every weight once from DRAM and multiplies it with `chunk` prompt
+# rows on K1_CORES threads. Its weights' DRAM time hides behind the multiply-adds when
+#   chunk >= bytes per weight * K1_CORES * datapath MACs per cycle * clock / DRAM bandwidth,
+# at the datapath floor of the path the GEMMs take (FP32: 4 MACs/cycle at DLEN 128; INT4
+# weights with INT8 activations: 8; INT8 x INT8 fills int16 after two products: 4) and the
+# calibrated bandwidth. The chunk is the smallest power of two at or above that, at least
+# 16 (the lm_head and attention of every call are amortised over its rows) and at most 64:
+# the row block of the quantized GEMMs (a longer call streams the weights once per 64
+# rows anyway) and the M bucket the regional runtime compiles. A prompt shorter than a
+# chunk is one padded call (rvv-generate), so the chunk does not cost short prompts a
+# token-by-token prefill.
+PREFILL_BYTES_PER_WEIGHT = {"bf16": 2.0, "int8": 1.0, "int4": 0.5 + 2 / DEFAULT_GROUP_SIZE["int4"]}
+PREFILL_CHUNK_MIN, PREFILL_CHUNK_MAX = 16, 64
+
+
+def prefill_floor_macs_per_cycle(weights: str, activations: str = DEFAULT_ACTIVATIONS) -> int:
+    """Multiply-adds per cycle per core of the datapath the prefill GEMMs take at DLEN 128."""
+    return 8 if weights == "int4" and activations == "int8" else 4
+
+
+def prefill_chunk(weights: str, activations: str = DEFAULT_ACTIVATIONS,
+                  bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> int:
+    """The package's prefill chunk for this weight format (see above)."""
+    need = (PREFILL_BYTES_PER_WEIGHT[weights] * K1_CORES * prefill_floor_macs_per_cycle(weights, activations)
+            * K1_CLOCK_HZ / bandwidth)
+    chunk = PREFILL_CHUNK_MIN
+    while chunk < need and chunk < PREFILL_CHUNK_MAX:
+        chunk *= 2
+    return chunk
+

@@ -132,9 +132,12 @@ def dequantize_rows(packed: torch.Tensor, lay: PackedLayout, rows: torch.Tensor)
     return out.reshape(*rows.shape, lay.k)
 
 
-def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, lay: PackedLayout) -> torch.Tensor:
+def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, lay: PackedLayout,
+           options: int = 0) -> torch.Tensor:
     """Y[M, N] = X[M, K] . W^T (+ bias), bf16 in and out, W quantized and packed
-    (``rvv_linear_packed_opts``: RVV when the CPU has V, the scalar reference otherwise)."""
+    (``rvv_linear_packed_opts``: RVV when the CPU has V, the scalar reference otherwise).
+    ``options``: its bits; ``policy.X8_GEMM_OPTION`` quantizes the activations of calls with
+    M >= 2 to INT8 (csrc/rvv_inductor/quant_x8.h)."""
     n, k = lay.n, lay.k
     packed = _check_packed(packed, lay)
     x, bias, y = packed_mod.linear_operands(x, bias, n, k, QuantError)
@@ -144,5 +147,5 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, lay
     _native.check(_native.lib().rvv_linear_packed_opts(
         x.data_ptr(), x.stride(0), m, n, k, packed.data_ptr(), ctypes.byref(lay), lay.nb,
         bias.data_ptr() if bias is not None else None, RVV_DTYPE_BF16 if bias is not None else 0,
-        y.data_ptr(), n, RVV_DTYPE_BF16, 0, -1, 0), "linear", QuantError)
+        y.data_ptr(), n, RVV_DTYPE_BF16, 0, -1, int(options)), "linear", QuantError)
     return y

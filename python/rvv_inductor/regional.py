@@ -32,7 +32,8 @@ import torch.nn.functional as F
 
 from . import _native, cpu, functional_linear, heap, ops, packed, quantized
 from .integration import enable
-from .policy import DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, Gate
+from .policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, X8_GEMM_OPTION, Gate,
+                     check_activations, x8_applies)
 from .reasons import Fallback, Policy
 from .runtime import run_packed
 
@@ -180,22 +181,27 @@ class RVVQuantLinear(RVVLinear):
     re-quantize (at the next forward for in-place changes). ``quantized_tensors()`` gives
     the stored values, scales and zero points; ``dequantized()`` the exact FP32 weight the
     kernel multiplies with. Forward calls ``rvv_inductor::linear_packed_q`` (one custom op:
-    eager it is the C++ kernel, inside a torch.compile graph one extern call)."""
+    eager it is the C++ kernel, inside a torch.compile graph one extern call).
+
+    ``activations`` ("int8" or "bf16", ``policy.ACTIVATIONS``): how calls with M >= 2
+    treat X: quantized to INT8 per 32 values and multiplied in integers, or the FP path.
+    It is a plain attribute: set it to switch a layer at any time."""
 
     _packed_dtype = torch.uint8
 
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None, nb: int, fmt: str,
-                 group_size: int, scale_dtype: str = "f16") -> None:
+                 group_size: int, scale_dtype: str = "f16", activations: str = DEFAULT_ACTIVATIONS) -> None:
         super().__init__(in_features, out_features, bias, nb)
         self.format, self.group_size, self.scale_dtype = fmt, group_size, scale_dtype
+        self.activations = check_activations(activations, "RVVQuantLinear")
         self._layout = quantized.layout(quantized.FORMAT_CODES[fmt], group_size, quantized.SCALE_DTYPES[scale_dtype],
                                         False, out_features, in_features, nb)
         self.register_buffer("packed_weight", torch.empty(0, dtype=torch.uint8), persistent=False)
 
     @classmethod
     def from_linear(cls, lin: torch.nn.Linear, nb: int, fmt: str = "int8", group_size: int = 0,  # type: ignore[override]
-                    scale_dtype: str = "f16") -> RVVQuantLinear:
-        m = cls(lin.in_features, lin.out_features, lin.bias, nb, fmt, group_size, scale_dtype)
+                    scale_dtype: str = "f16", activations: str = DEFAULT_ACTIVATIONS) -> RVVQuantLinear:
+        m = cls(lin.in_features, lin.out_features, lin.bias, nb, fmt, group_size, scale_dtype, activations)
         m._repack(lin.weight.detach())
         return m
 
@@ -232,11 +238,20 @@ class RVVQuantLinear(RVVLinear):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
         y = ops.linear_packed_q(x2, self.packed_weight, self.bias, self.out_features, lay.dtype, lay.group_size,
-                                lay.scale_dtype, lay.zero_points, lay.nb)
+                                lay.scale_dtype, lay.zero_points, lay.nb, self._options())
         return y.reshape(*lead, self.out_features)
 
+    def _options(self) -> int:
+        return X8_GEMM_OPTION if self.activations == "int8" else 0
+
+    @property
+    def activations_used(self) -> str:
+        """What calls with M >= 2 really do: "int8" only where the kernels cover the format."""
+        return "int8" if self.activations == "int8" and x8_applies(self.format, self.group_size) else "bf16"
+
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", group_size={self.group_size}, scales={self.scale_dtype}"
+        return (super().extra_repr() + f", group_size={self.group_size}, scales={self.scale_dtype}, "
+                f"activations={self.activations}")
 
 
 def _embedding_indices(ids: torch.Tensor, n: int) -> torch.Tensor:
@@ -344,6 +359,10 @@ class LinearReport:
     tied: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # With compile_linears(load=...): bytes of tensors read from the loader.
     loaded_bytes: int = 0
+    # compile_linears(activations=...): how INT8/INT4 layers treat X at M >= 2, and the
+    # quantized layers that really quantize it (the others run the FP path).
+    activations: str = DEFAULT_ACTIVATIONS
+    int8_activation_layers: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def packed_overhead(self) -> float:
@@ -355,6 +374,11 @@ class LinearReport:
                  f"{self.param_bytes / 2**20:.1f} MiB of BF16 weights "
                  + (f"({100 * self.packed_bytes / self.param_bytes:.1f}% of BF16: quantized)"
                     if any(f != "bf16" for _, f, _, _ in self.formats) else f"(+{100 * self.packed_overhead:.2f}%)")]
+        if any(f != "bf16" for _, f, _, _ in self.formats):
+            lines.append(f"  activations of INT8/INT4 layers at M >= 2: {self.activations} "
+                         f"({len(self.int8_activation_layers)} layers quantize X to INT8 per 32 values)"
+                         if self.activations == "int8" else
+                         "  activations of INT8/INT4 layers at M >= 2: bf16 (the FP path)")
         fmt = {name: (f, pb, bb) for name, f, pb, bb in self.formats}
         for name, n, k in self.taken:
             f, pb, bb = fmt.get(name, ("bf16", 0, 0))
@@ -393,9 +417,12 @@ class WeightSpec:
     format: str = "bf16"
     group_size: int = 0
     keep_bf16: tuple[str, ...] = ()
+    activations: str = DEFAULT_ACTIVATIONS
 
     @classmethod
-    def parse(cls, weights: str, group_size: int | None, keep_bf16) -> WeightSpec:
+    def parse(cls, weights: str, group_size: int | None, keep_bf16,
+              activations: str = DEFAULT_ACTIVATIONS) -> WeightSpec:
+        check_activations(activations, "compile_linears")
         if weights not in WEIGHT_FORMATS:
             raise ValueError(f"compile_linears: weights={weights!r} is not one of {', '.join(WEIGHT_FORMATS)}")
         if isinstance(keep_bf16, str):
@@ -406,14 +433,14 @@ class WeightSpec:
         if weights == "bf16":
             if group_size not in (None, 0):
                 raise ValueError("compile_linears: group_size applies to weights='int8' or 'int4', not 'bf16'")
-            return cls("bf16", 0, keep)
+            return cls("bf16", 0, keep, activations)
         g = DEFAULT_GROUP_SIZE[weights] if group_size is None else group_size
         if g not in GROUP_SIZES[weights]:
             allowed = ", ".join(str(x) for x in GROUP_SIZES[weights])
             extra = " (0, one scale per output channel, is INT8 only)" if weights == "int4" and g == 0 else ""
             raise ValueError(f"compile_linears: group_size={g!r} is not supported for {weights}{extra}; "
                              f"use one of {allowed}")
-        return cls(weights, g, keep)
+        return cls(weights, g, keep, activations)
 
     def keeps_bf16(self, name: str) -> bool:
         """``name`` matches a keep_bf16 pattern (fnmatch, against the full name or its last part)."""
@@ -487,7 +514,9 @@ def _swap_linears(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report:
         if fmt == "bf16":
             new = RVVLinear(k, n, bias, info.block_n)
         else:
-            new = RVVQuantLinear(k, n, bias, info.block_n, fmt, spec.group_size)
+            new = RVVQuantLinear(k, n, bias, info.block_n, fmt, spec.group_size, activations=spec.activations)
+            if new.activations_used == "int8":
+                report.int8_activation_layers.append(name)
         new._repack(w)
         del w, bias
         setattr(parent, child_name, new)
@@ -660,7 +689,7 @@ def _route_functional(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, rep
 
 def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights: str = "bf16",
                     group_size: int | None = None, keep_bf16: str | list[str] | tuple[str, ...] = (),
-                    load=None) -> LinearReport:
+                    load=None, activations: str = DEFAULT_ACTIVATIONS) -> LinearReport:
     """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear, and route
     the F.linear calls of other modules on their own 2-D BF16 weights (functional_linear);
     return a report of what was taken, what was kept, and why.
@@ -672,6 +701,14 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     fnmatch pattern(s) of layers kept in BF16 (matched against the full name and its last
     part, e.g. "lm_head"). A format, group size or K that does not fit is a ValueError
     raised before any layer is changed. F.linear weights of custom modules stay BF16.
+
+    ``activations`` (INT8/INT4 weights only): "int8" (default) quantizes X of every call
+    with M >= 2 (prompt, batched decode) per row in blocks of 32, as llama.cpp's Q8_0
+    activations, and multiplies in integers (csrc/rvv_inductor/quant_x8.h; error at most
+    sum|w| * max|x_block| / 254 per output); "bf16" keeps the FP path, each product exact in
+    fp32. Decode (M == 1) takes the FP path either way. ``report.activations`` and
+    ``report.int8_activation_layers`` say what was chosen; each layer's ``activations``
+    attribute can be changed later.
 
     Memory. Layers are packed largest first, one at a time, and the original weight is
     dropped as soon as its packed copy is in the model (freed unless the caller holds it).
@@ -695,7 +732,7 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     ``Gate.regional()`` (N, K >= 128), with the keys set in ``RVV_INDUCTOR_REGIONAL_GATE``
     ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``, which
     stays as it was."""
-    spec = WeightSpec.parse(weights, group_size, keep_bf16)
+    spec = WeightSpec.parse(weights, group_size, keep_bf16, activations)
     problem = _meta_problems(model, load)
     if problem:
         raise ValueError(f"compile_linears: {problem}")
@@ -703,7 +740,7 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     gate = gate or Gate.from_env("RVV_INDUCTOR_REGIONAL_GATE", Gate.regional())
     enable()  # installs the linear_packed lowering the compiled regions use
     info = cpu.effective()
-    report = LinearReport()
+    report = LinearReport(activations=spec.activations)
     _swap_linears(model, info, gate, report, spec, loader)
     if loader is not None:
         loader.materialize_rest(model, report)

@@ -41,6 +41,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=("bf16", "int8", "int4"), default=None,
                    help="Linear weight format for a checkpoint directory (default bf16); a GGUF keeps its own")
     p.add_argument("--group-size", type=int, default=None, help="K rows per quantization scale (int8/int4)")
+    p.add_argument("--activations", choices=("int8", "bf16"), default="int8",
+                   help="INT8/INT4 layers at M >= 2 (prompt, batched decode): quantize X to INT8 per 32 values "
+                        "(int8, the default) or keep the FP path (bf16)")
     p.add_argument("--keep-bf16", action="append", default=[], metavar="PATTERN",
                    help="layers kept in BF16 (fnmatch on the layer name, e.g. lm_head); repeatable")
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model's own)")
@@ -133,11 +136,12 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             path = self._path(model_id_and_revision)
             t0 = time.perf_counter()
             if _is_gguf(path):
-                model, report = load_gguf_packed(path)
+                model, report = load_gguf_packed(path, opts.activations)
             else:
                 model = _load_checkpoint(path, self.attn_implementation)
                 report = regional.compile_linears(model, weights=opts.weights or "bf16",
-                                                  group_size=opts.group_size, keep_bf16=tuple(opts.keep_bf16))
+                                                  group_size=opts.group_size, keep_bf16=tuple(opts.keep_bf16),
+                                                  activations=opts.activations)
             model.eval()
             if opts.continuous_batching and opts.attention == "rvv":
                 # Continuous batching keeps a "paged|" implementation as it finds it.
@@ -148,10 +152,12 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             summary["attention"] = model.config._attn_implementation
             summary.update(layers_rvv=len(report.taken), layers_fallback=len(report.fell_back),
                            formats=sorted({f for _, f, _, _ in report.formats}) or ["bf16"],
+                           activations=report.activations if report.int8_activation_layers else "bf16",
                            packed_bytes=report.packed_bytes, bf16_bytes=report.param_bytes,
                            load_s=time.perf_counter() - t0)
             print(f"rvv_inductor serve: {path.name}: {len(report.taken)} Linear layers on RVV "
-                  f"({', '.join(summary['formats'])}), {len(report.fell_back)} kept on ATen; packed "
+                  f"({', '.join(summary['formats'])}; activations at M >= 2: {summary['activations']}), "
+                  f"{len(report.fell_back)} kept on ATen; packed "
                   f"{report.packed_bytes / 2**20:.1f} MiB (BF16 would be {report.param_bytes / 2**20:.1f} MiB); "
                   f"loaded in {summary['load_s']:.1f} s; attention {summary['attention']}", flush=True)
             for name, why in report.fell_back:
@@ -161,7 +167,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
     return RVVModelManager
 
 
-def load_gguf_packed(path):
+def load_gguf_packed(path, activations: str = "int8"):
     """``load_gguf`` (the file's Q8_0/Q4_0 Linears packed as they are), then
     ``compile_linears`` for the Linears the file holds in BF16/F16 -- among them a tied
     lm_head, which reads the embedding table: without this it would run on ATen, and the
@@ -169,10 +175,12 @@ def load_gguf_packed(path):
     from . import regional
     from .gguf_load import load_gguf
 
-    model = load_gguf(path)
+    model = load_gguf(path, activations=activations)
     quant = [(name, m) for name, m in model.named_modules() if isinstance(m, regional.RVVLinear)]
-    report = regional.compile_linears(model)
+    report = regional.compile_linears(model, activations=activations)
     for name, m in quant:
+        if getattr(m, "activations_used", "bf16") == "int8":
+            report.int8_activation_layers.append(name)
         bf16 = m.out_features * m.in_features * 2
         report.taken.append((name, m.out_features, m.in_features))
         report.formats.append((name, m.format, m.packed_bytes, bf16))

@@ -34,7 +34,7 @@ EXTERN_CALL = re.compile(r"extern_kernels\.(mm|addmm|bmm|baddbmm)\(")
 # Families worth showing; "vector_total" counts every V-extension mnemonic.
 FAMILIES = ("vsetvli", "vsetivli", "vle16", "vle32", "vse16", "vse32", "vzext", "vsll",
             "vfmacc", "vfwmacc", "vfwmaccbf16", "vfwcvtbf16", "vfncvtbf16", "vfredusum",
-            "vfredosum", "vfmul", "vfadd")
+            "vfredosum", "vfmul", "vfadd", "vfmadd", "vwmul", "vwmacc")
 
 
 @dataclasses.dataclass
@@ -140,7 +140,9 @@ def evaluate(report: dict, expect: list[tuple[int, int, int]]) -> list[str]:
             problems.append(f"{e['op']} M={e['M']} N={e['N']} K={e['K']} should have run on RVV but went to "
                             f"{e['route']}: {e['reason']}")
     for s in rvv_sos:
-        fma = s["counts"].get("vfmacc", 0) + s["counts"].get("vfwmacc", 0) + s["counts"].get("vfwmaccbf16", 0)
+        # Multiply-adds: fp32 (vfmacc, or vfmadd when the compiler reuses the other operand),
+        # widening fp16/bf16, and the INT8-activation kernels' integer vwmacc.
+        fma = sum(s["counts"].get(f, 0) for f in ("vfmacc", "vfmadd", "vfwmacc", "vfwmaccbf16", "vwmacc"))
         if s["vector_total"] >= 0 and fma == 0:
             problems.append(f"{s['path']}: RVV template kernel without vector FMA instructions")
     if any(e["route"] == "rvv" for e in report["routing"]) and not rvv_sos:

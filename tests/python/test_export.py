@@ -103,10 +103,34 @@ def run(*args, env=None, check=True):
     return r
 
 
-def reference_model(model, weights: str, group: int | None):
+class PromptX8Linear(torch.nn.Module):
+    """A quantized Linear of the reference when the package's prefill quantizes activations
+    to INT8 (export's default): rows [0, prompt_rows) of a call with more than one row --
+    the prompt, which the package's prefill chunks compute -- are quantized as the kernel
+    does (test_int8_activations.quantize_x8); later rows (decode steps, M = 1 in the
+    package) are not. FP32 product with the dequantized weight."""
+
+    def __init__(self, w: torch.Tensor, bias, prompt_rows: int) -> None:
+        super().__init__()
+        self.w, self.prompt_rows = w.float(), prompt_rows
+        self.b = bias.detach().float() if bias is not None else None
+
+    def forward(self, x):
+        from test_int8_activations import quantize_x8
+
+        x32 = x.float().clone()
+        p = min(self.prompt_rows, x.shape[-2]) if x.shape[-2] > 1 else 0
+        if p:
+            lead = x32[..., :p, :]
+            x32[..., :p, :] = quantize_x8(x[..., :p, :].reshape(-1, x.shape[-1])).float().reshape(lead.shape)
+        return torch.nn.functional.linear(x32, self.w, self.b).to(x.dtype)
+
+
+def reference_model(model, weights: str, group: int | None, x8_prompt_rows: int = 0):
     """The eager model whose logits the package must match: the model itself for BF16;
     for INT8/INT4, the model with every quantized Linear's weight replaced by its
-    dequantized value (the same packing the compile used)."""
+    dequantized value (the same packing the compile used), and with x8_prompt_rows > 0 the
+    prompt's activations quantized to INT8 as the package's prefill does (PromptX8Linear)."""
     if weights == "bf16":
         return model
     import copy
@@ -117,11 +141,17 @@ def reference_model(model, weights: str, group: int | None):
     nb = cpu.effective().block_n
     gate = export._parse_gate(GATE)
     with torch.no_grad():
-        for name, mod in ref.named_modules():
+        for name, mod in list(ref.named_modules()):
             if isinstance(mod, torch.nn.Linear) and gate.check(1, mod.out_features, mod.in_features) is None:
                 g = policy.DEFAULT_GROUP_SIZE[weights] if group is None else group
                 q = regional.RVVQuantLinear.from_linear(mod, nb, weights, g)
-                mod.weight.copy_(quantized.dequantize(q.packed_weight, q._layout).to(torch.bfloat16))
+                w = quantized.dequantize(q.packed_weight, q._layout)
+                if x8_prompt_rows:
+                    parent, _, child = name.rpartition(".")
+                    setattr(ref.get_submodule(parent) if parent else ref, child,
+                            PromptX8Linear(w, mod.bias, x8_prompt_rows))
+                else:
+                    mod.weight.copy_(w.to(torch.bfloat16))
     return ref
 
 
@@ -164,7 +194,11 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
     assert got.shape[1] == 256
     assert got.argmax(-1).tolist() == tokens  # the runner's argmax is its logits'
 
-    ref = reference_model(model, weights, group)
+    # The INT4 package's prefill runs with INT8 activations (export's default), its decode
+    # steps on the FP path; meta says so.
+    x8 = meta.get("activations") == "int8"
+    assert x8 == (weights != "bf16"), meta
+    ref = reference_model(model, weights, group, len(PROMPT) if x8 else 0)
     decisive = assert_matches_reference(ref, tokens, got, f"{arch} {weights}")
     # Free-running eager greedy decoding agrees up to the first non-decisive position.
     n = decisive.index(False) if False in decisive else len(decisive)
@@ -235,14 +269,16 @@ def test_teacher_forced(packages, tmp_path):
 def test_prefill_paths(packages, tmp_path, prompt):
     # The prefill model (chunks of CHUNK, run on the decode model's weights and KV cache)
     # and the decode step token by token (--tokenwise-prefill) both give eager's logits: for
-    # a prompt of exactly two chunks, and for one shorter than a chunk (no prefill call).
+    # a prompt of exactly two chunks, and for one shorter than a chunk (one call, padded:
+    # the padding's cache entries lie past the prompt and the decode steps overwrite them).
     model, pkg, _ = packages["qwen2"]
     feed = [11, 3]
     with torch.no_grad():
         want = model(torch.tensor([prompt + feed])).logits[0, len(prompt) - 1:].float()
     tol = ULPS * bf16_ulp(want.abs().max().item())
-    calls = len(prompt) // CHUNK
-    for extra, note in (([], f"{calls} prefill call(s)" if calls else "decode step per token"),
+    calls = max(1, len(prompt) // CHUNK)
+    padded = f" ({len(prompt)} of them the prompt's)" if len(prompt) < CHUNK else ""
+    for extra, note in (([], f"{calls} prefill call(s) of {CHUNK} tokens{padded}"),
                         (["--tokenwise-prefill"], "decode step per token")):
         dump = tmp_path / "l.bin"
         r = run(pkg, "--prompt-ids", ",".join(map(str, prompt)), "--feed-ids", ",".join(map(str, feed)),

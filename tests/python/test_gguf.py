@@ -114,7 +114,9 @@ def test_load_bit_exact_and_runs(tmp_path):
     from test_transformers import bf16_ulp, teacher_forced_logits
 
     path = write_gguf(tmp_path / "tiny.gguf")
-    model = load_gguf(path)
+    # The FP path (the INT8-activation default is tested in test_int8_activations.py and
+    # against llama.cpp in test_llamacpp.py): logits within 4 BF16 ulps.
+    model = load_gguf(path, activations="bf16")
     ref_w = gguf_dequantized(path)
     quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}
     # every Q8_0/Q4_0 Linear is quantized, the BF16 ffn_down stays a plain Linear
@@ -188,7 +190,7 @@ def test_matches_transformers_gguf_loading(tmp_path, monkeypatch, arch):
     path = write_gguf(tmp_path / f"{arch}.gguf", arch=arch)
     theirs = transformers_gguf_model(monkeypatch, path)
     assert theirs.config.model_type == arch and theirs.config.vocab_size == VOCAB
-    model = load_gguf(path)
+    model = load_gguf(path, activations="bf16")
     assert type(model) is type(theirs)
     ref_sd = theirs.state_dict()
     quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}

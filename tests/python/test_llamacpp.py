@@ -25,6 +25,9 @@ Tolerances (all at the largest reference logit |z|max, measured values printed):
   bound is 2x the simulated deviation plus 4 BF16 ulps at |z|max for the F16 cache and
   the remaining FP32 order differences. (Measured at these dims, scalar ggml variant:
   llama.cpp's deviation is 1.0-1.2x the simulated one; ours is 1.8-2.2 BF16 ulps.)
+* ours with INT8 activations (load_gguf's default; the prompt's calls only, M >= 2):
+  the same kind of noise as llama.cpp's, so the same bound; the distance to llama.cpp is
+  printed beside the FP path's.
 * Tokens: llama.cpp's argmax at each position equals our greedy token wherever the
   reference's top-2 margin exceeds the sum of both bounds (a margin smaller than that can
   flip), and llama.cpp's own free greedy run equals ours up to the first position that is
@@ -121,6 +124,19 @@ def greedy(model, prompt, steps):
     return torch.stack(logits), tokens
 
 
+def stepped(model, prompt, feed):
+    """Our decode fed ``feed`` (the prompt in one call, then one token per step): logits
+    [len(feed) + 1, V] (FP32)."""
+    logits = []
+    with torch.no_grad():
+        r = model(prompt, use_cache=True)
+        logits.append(r.logits[0, -1].float())
+        for t in feed:
+            r = model(torch.tensor([[t]]), past_key_values=r.past_key_values, use_cache=True)
+            logits.append(r.logits[0, -1].float())
+    return torch.stack(logits)
+
+
 def forced(model, seq):
     with torch.no_grad():
         return model(seq).logits[0, PROMPT - 1:].float()
@@ -163,7 +179,7 @@ def test_llamacpp_matches_ours(tmp_path, arch, fmt, tie):
 
     torch.manual_seed(1)
     prompt = torch.randint(0, VOCAB, (1, PROMPT))
-    ours_model = load_gguf(info["path"])
+    ours_model = load_gguf(info["path"], activations="bf16")  # the FP path: 4 BF16 ulps below
     got, tokens = greedy(ours_model, prompt, STEPS)
     seq = torch.cat([prompt, torch.tensor([tokens[:-1]])], 1)
     want = forced(reference(model, fmt, None), seq)
@@ -187,6 +203,15 @@ def test_llamacpp_matches_ours(tmp_path, arch, fmt, tie):
           f"{(got - lz).abs().max().item():.4f}; ggml variant {os.path.basename(out['ggml_cpu_so'])}")
     assert d_ours <= tol_ours
     assert d_llama <= tol_llama
+    if fmt != "bf16":
+        # load_gguf's default: the prompt's Linear calls quantize activations to INT8 per 32
+        # values, as ggml does with Q8_0 (our scale stays FP32, ggml rounds it to F16). That
+        # is the same noise as llama.cpp's, on the prompt rows only: the same bound.
+        got8 = stepped(load_gguf(info["path"]), prompt, tokens[:-1])
+        d8, d8_llama = (got8 - want).abs().max().item(), (got8 - lz).abs().max().item()
+        print(f"{arch} {fmt} with INT8 activations: ours-ref {d8:.4f} (tol {tol_llama:.4f}); ours-llama.cpp "
+              f"{d8_llama:.4f} (BF16 activations: {(got - lz).abs().max().item():.4f})")
+        assert d8 <= tol_llama
 
     top2 = want.topk(2, dim=-1).values
     decisive = ((top2[:, 0] - top2[:, 1]) > tol_ours + tol_llama).tolist()

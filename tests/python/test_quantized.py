@@ -42,7 +42,8 @@ def fp64_reference(layer, x):
 def test_layer_within_kernel_bound(fmt, group):
     info = cpu.effective()
     lin = make_linear(200, 256, bias=True)   # N = 200: a partial last block
-    layer = regional.RVVQuantLinear.from_linear(lin, info.block_n, fmt, group)
+    # The FP path (activations="int8", the default at M >= 2: test_int8_activations.py).
+    layer = regional.RVVQuantLinear.from_linear(lin, info.block_n, fmt, group, activations="bf16")
     torch.manual_seed(1)
     for m in (1, 5):
         x = torch.randn(m, 256, dtype=torch.bfloat16) * 3
@@ -135,12 +136,13 @@ def requantized(w_bf16: torch.Tensor, like: regional.RVVQuantLinear) -> regional
     lin = torch.nn.Linear(like.in_features, like.out_features, bias=False).to(torch.bfloat16)
     with torch.no_grad():
         lin.weight.copy_(w_bf16)
-    return regional.RVVQuantLinear.from_linear(lin, like.nb, like.format, like.group_size)
+    return regional.RVVQuantLinear.from_linear(lin, like.nb, like.format, like.group_size,
+                                               activations=like.activations)
 
 
 def test_module_contract_reload_requantizes():
     m = make_two()
-    rvv_inductor.compile_linears(m, weights="int4", group_size=32)
+    rvv_inductor.compile_linears(m, weights="int4", group_size=32, activations="bf16")
     up = m.up
     x = torch.randn(4, 256, dtype=torch.bfloat16)
     graphs0 = torch._dynamo.utils.counters["stats"]["unique_graphs"]
@@ -229,7 +231,7 @@ def test_decoder_matches_dequantized_model(arch, fmt, keep):
     torch.manual_seed(0)
     eager = cls(config).to(torch.bfloat16).eval()
     rvv = copy.deepcopy(eager)
-    report = rvv_inductor.compile_linears(rvv, weights=fmt, keep_bf16=keep)
+    report = rvv_inductor.compile_linears(rvv, weights=fmt, keep_bf16=keep, activations="bf16")
     print(report)
     formats = {name.rsplit(".", 1)[-1]: f for name, f, _, _ in report.formats}
     assert formats.pop("lm_head") == ("bf16" if keep else fmt)

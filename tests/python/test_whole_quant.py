@@ -107,11 +107,15 @@ def quant_rows(report: dict) -> list[dict]:
 
 def fmas(so: dict) -> int:
     c = so["counts"]
-    return c.get("vfmacc", 0) + c.get("vfwmacc", 0) + c.get("vfwmaccbf16", 0)
+    return sum(c.get(f, 0) for f in ("vfmacc", "vfmadd", "vfwmacc", "vfwmaccbf16", "vwmacc"))
 
 
 def test_int4_matches_dequantized_and_regional_and_verifies(cache):
-    """INT4 g64, decode (M=1) and prefill (M=3): both layers quantized."""
+    """INT4 g64, decode (M=1) and prefill (M=3) with the default INT8 activations: the
+    prefill runs the gemm_x8 kernel, bit for bit the regional layer's, within the bound of
+    the FP64 product on the quantized activations."""
+    from test_int8_activations import quantize_x8, x8_bound
+
     stack = Stack(256, 320, 200, seed=0)  # N=200: a partial last block
     torch.manual_seed(1)
     xs = [torch.randn(m, 256, dtype=torch.bfloat16) for m in (1, 3)]
@@ -122,38 +126,45 @@ def test_int4_matches_dequantized_and_regional_and_verifies(cache):
     down = regional.RVVQuantLinear.from_linear(stack.down, info.block_n, "int4", 64)
     with torch.no_grad():
         for x, (h, y) in zip(xs, ys):
-            check_quantized_layer(up, stack.up, x, h)
-            assert torch.equal(h, up(x)), f"M={x.shape[0]}: whole-model and regional INT4 differ (up)"
-            a = torch.relu(h)
-            check_quantized_layer(down, stack.down, a, y)
-            assert torch.equal(y, down(a)), f"M={x.shape[0]}: whole-model and regional INT4 differ (down)"
+            for layer, lin, inp, out in ((up, stack.up, x, h), (down, stack.down, torch.relu(h), y)):
+                if x.shape[0] == 1:
+                    check_quantized_layer(layer, lin, inp, out)
+                else:
+                    xq = quantize_x8(inp)
+                    ref = xq @ layer.dequantized().double().T + (lin.bias.double() if lin.bias is not None else 0)
+                    assert bool(((out.double() - ref).abs() <= x8_bound(layer, xq, ref)).all())
+                assert torch.equal(out, layer(inp)), f"M={x.shape[0]}: whole-model and regional INT4 differ"
 
     report = verify.scan(cache)
     problems = verify.evaluate(report, [])
     assert problems == [], problems
     rows = quant_rows(report)
-    want_kernels = {f"{'rvv_zvfh' if info.has_zvfh else 'rvv'}/int4/{kind}" for kind in ("gemv_1xm8", "gemm_4xm4")}
+    want_kernels = {f"{'rvv_zvfh' if info.has_zvfh else 'rvv'}/int4/{kind}" for kind in ("gemv_1xm8", "gemm_x8_4xm4")}
     assert {(r["M"], r["N"], r["K"]) for r in rows} == {(m, n, k) for m in (1, 3) for n, k in ((320, 256), (200, 320))}
     assert {r["reason"].split()[0] for r in rows} == want_kernels
+    assert {r["M"] for r in rows if r["reason"].endswith("act=int8")} == {3}
     sos = [s for s in report["shared_objects"] if s["quantized"]]
     assert {s["quantized"]["kernel"] for s in sos} == want_kernels
     assert all(s["quantized"]["format"] == "int4" and s["quantized"]["group_size"] == 64 for s in sos)
     assert all(fmas(s) > 0 and s["vector_total"] > fmas(s) for s in sos), [s["counts"] for s in sos]
+    # The INT8-activation kernel multiplies in integers: vwmacc in its .so, not in the GEMV's.
+    assert all((s["counts"].get("vwmacc", 0) > 0) == ("gemm_x8" in s["quantized"]["kernel"]) for s in sos)
     assert report["extern_calls"].get("mm", 0) == 0 and report["extern_calls"].get("addmm", 0) == 0
     assert not [e for e in report["routing"] if e["route"] == "aten"]
 
 
 def test_int8_per_channel_and_kept_layers(cache):
-    """INT8 per channel (the default group size) for `up`, whose input is a slice (offset
-    32, row stride 288); `down` kept in BF16 by keep_bf16: it runs today's BF16 template and
-    matches eager within BF16 tolerance."""
+    """INT8 per channel (the default group size) with BF16 activations (the FP path at
+    M >= 2) for `up`, whose input is a slice (offset 32, row stride 288); `down` kept in
+    BF16 by keep_bf16: it runs today's BF16 template and matches eager within BF16
+    tolerance."""
     stack = Stack(256, 320, 192, seed=2, relu=False, skip=32)
     torch.manual_seed(3)
     xs = [torch.randn(m, 32 + 256, dtype=torch.bfloat16) for m in (1, 2)]
-    ys = compile_and_run(stack, xs, weights="int8", keep_bf16=[stack.down])
+    ys = compile_and_run(stack, xs, weights="int8", keep_bf16=[stack.down], activations="bf16")
 
     info = cpu.effective()
-    up = regional.RVVQuantLinear.from_linear(stack.up, info.block_n, "int8", 0)
+    up = regional.RVVQuantLinear.from_linear(stack.up, info.block_n, "int8", 0, activations="bf16")
     with torch.no_grad():
         for x, (h, y) in zip(xs, ys):
             x = x[:, 32:]
@@ -166,6 +177,7 @@ def test_int8_per_channel_and_kept_layers(cache):
     assert verify.evaluate(report, []) == []
     rows = quant_rows(report)
     assert {(r["M"], r["N"], r["K"]) for r in rows} == {(1, 320, 256), (2, 320, 256)}
+    assert not [r for r in rows if "act=int8" in r["reason"]]
     kept = [e for e in report["routing"] if e["route"] == "bf16"]
     assert {(e["M"], e["code"]) for e in kept} == {(1, "KEPT_BF16"), (2, "KEPT_BF16")}
     assert all(e["kind"] == "policy" for e in kept)
@@ -183,7 +195,8 @@ def test_flag_values(cache):
            dict(weights="int4", group_size=0), dict(weights="int4", group_size=48),
            dict(weights="int8", group_size=100), dict(weights="int4", group_size=True),
            dict(weights="bf16", group_size=64), dict(weights="int4", keep_bf16="lm_head"),
-           dict(weights="int4", keep_bf16=[3]), dict(group_size=64)]
+           dict(weights="int4", keep_bf16=[3]), dict(group_size=64), dict(weights="int4", activations="fp8"),
+           dict(weights="int4", activations=8)]
     for flags in bad:
         with pytest.raises(ValueError):
             rvv_inductor.enable(**flags)
@@ -191,6 +204,8 @@ def test_flag_values(cache):
     assert rvv_inductor.enable()["weights"] == "bf16"
     assert quant_lowering.get_spec() == quant_lowering.QuantSpec()
     assert rvv_inductor.enable(weights="int4")["weights"] == "int4"
+    assert rvv_inductor.enable()["activations"] == "int8"  # the default
+    assert quant_lowering.get_spec().x8(2) and not quant_lowering.get_spec().x8(1)
     assert quant_lowering.get_spec().group_size == 64
     assert rvv_inductor.enable()["weights"] == "int4"  # a later enable() keeps it, like gate=
     rvv_inductor.disable()

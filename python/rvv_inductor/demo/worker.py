@@ -253,6 +253,7 @@ class RegionalInt8(Regional):
         rep = compile_linears(session.model, weights=self.weights, load=session.load)
         _record_linears(res, rep)
         res["weights"] = self.weights
+        res["activations"] = rep.activations  # how the prompt's (M >= 2) Linear calls treat X
         res["group_size"] = DEFAULT_GROUP_SIZE[self.weights]
         res["formats"] = [[n, f, pb, bb] for n, f, pb, bb in rep.formats]
 
@@ -623,10 +624,12 @@ def run_package(spec: dict, mode_name: str) -> dict:
     prog.stage(f"{mode_name}: export + AOTInductor compile ({weights})")
     # Partitioned for the K1's cores (export --threads): the counting run uses them all;
     # any thread count computes the same result.
-    # Prefill chunks as long as the shortest measured prompt (<= 16), so its prompt runs
-    # through the prefill model; longer prompts take several chunks. --quick (CI) leaves
-    # the prefill model out: its compile would double the export (test_export tests it).
-    chunk = 0 if spec.get("quick") else min(export.DEFAULT_PREFILL_CHUNK, min(p for _, p in batch1))
+    # The package's own prefill chunk (policy.prefill_chunk); a prompt shorter than it runs
+    # as one padded call. --quick (CI) leaves the prefill model out: its compile would
+    # double the export (test_export tests it).
+    from ..policy import prefill_chunk
+
+    chunk = 0 if spec.get("quick") else min(prefill_chunk(weights), cache)
     meta = export.export(model, str(pkg), weights=weights, max_cache_len=cache, threads=K1_CORES,
                          prefill_chunk=chunk if chunk >= 2 else 0)
     res["compile_s"] = float(meta["export_s"]) + float(meta["compile_s"])

@@ -40,7 +40,7 @@ from torch._inductor.utils import parallel_num_threads
 from torch._inductor.virtualized import V
 
 from .. import cpu, quantized
-from ..policy import DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS
+from ..policy import DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, check_activations, x8_applies
 from ..reasons import Fallback, Policy, record_fallback, record_rvv
 from . import kernel_marker
 
@@ -51,7 +51,7 @@ SCALE_DTYPE = "f16"  # as compile_linears: FP16 scales
 
 @dataclasses.dataclass(frozen=True)
 class QuantSpec:
-    """What ``enable(weights=..., group_size=..., keep_bf16=...)`` asked for.
+    """What ``enable(weights=..., group_size=..., keep_bf16=..., activations=...)`` asked for.
 
     ``keep_bf16`` holds the weights to leave in BF16, identified by their storage
     (``data_ptr``): a whole-model graph does not know module names, so the caller passes
@@ -60,9 +60,12 @@ class QuantSpec:
     format: str = "bf16"
     group_size: int = 0
     keep_bf16: tuple[int, ...] = ()
+    activations: str = DEFAULT_ACTIVATIONS  # INT8/INT4 GEMMs with M >= 2: "int8" or "bf16"
 
     @classmethod
-    def parse(cls, weights: str, group_size: int | None = None, keep_bf16: Any = ()) -> QuantSpec:
+    def parse(cls, weights: str, group_size: int | None = None, keep_bf16: Any = (),
+              activations: str | None = None) -> QuantSpec:
+        activations = check_activations(DEFAULT_ACTIVATIONS if activations is None else activations, "enable")
         if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
             raise ValueError(f"enable: weights={weights!r} is not one of {', '.join(map(repr, WEIGHT_FORMATS))}")
         if weights == "bf16":
@@ -76,7 +79,7 @@ class QuantSpec:
             extra = " (0, one scale per output channel, is INT8 only)" if weights == "int4" and g == 0 else ""
             raise ValueError(f"enable: group_size={g!r} is not supported for {weights}{extra}; "
                              f"choose one of {GROUP_SIZES[weights]}")
-        return cls(weights, g, _weight_ptrs(keep_bf16))
+        return cls(weights, g, _weight_ptrs(keep_bf16), activations)
 
     @property
     def quantized(self) -> bool:
@@ -84,7 +87,11 @@ class QuantSpec:
 
     def key(self) -> str:
         """A string that changes with every setting (part of Inductor's FX cache key)."""
-        return f"{self.format}:g{self.group_size}:keep{sorted(self.keep_bf16)}"
+        return f"{self.format}:g{self.group_size}:keep{sorted(self.keep_bf16)}:act-{self.activations}"
+
+    def x8(self, m: int) -> bool:
+        """A GEMM of m rows runs the INT8-activation kernel."""
+        return self.quantized and m > 1 and self.activations == "int8" and x8_applies(self.format, self.group_size)
 
 
 def _weight_ptrs(keep: Any) -> tuple[int, ...]:
@@ -122,12 +129,16 @@ def get_spec() -> QuantSpec:
     return _spec
 
 
-def kernel_name(fmt: str, m: int, info: cpu.CpuInfo) -> str:
+def kernel_name(fmt: str, m: int, info: cpu.CpuInfo, x8: bool = False) -> str:
     """The kernel-table name of what the generated code runs: the variant the dispatcher
     takes for quantized weights on this CPU (rvv_zvfh with Zvfh, else rvv), GEMV for M == 1,
-    GEMM for M >= 2 (rvv/inductor_quant_linear.h)."""
+    GEMM for M >= 2, with INT8 activations the gemm_x8 kernel (rvv/inductor_quant_linear.h)."""
     isa = "rvv_zvfh" if info.has_zvfh else "rvv"
-    return f"{isa}/{fmt}/" + ("gemv_1xm8" if m == 1 else "gemm_4xm4")
+    if m == 1:
+        return f"{isa}/{fmt}/gemv_1xm8"
+    if x8:
+        return f"{isa}/{fmt}/gemm_x8_" + ("4xm4" if fmt == "int4" else "3xm4")
+    return f"{isa}/{fmt}/gemm_4xm4"
 
 
 class QuantLinearTemplate(CppTemplate):
@@ -136,9 +147,9 @@ class QuantLinearTemplate(CppTemplate):
     HEADER = "rvv_inductor/rvv/inductor_quant_linear.h"
 
     def __init__(self, input_nodes, layout: ir.Layout, num_threads: int, *, lay, fmt: str, variant: str,
-                 has_bias: bool) -> None:
+                 has_bias: bool, x8: bool = False) -> None:
         super().__init__("rvv_quant_linear", input_nodes, layout, num_threads)
-        self.lay, self.fmt, self.variant, self.has_bias = lay, fmt, variant, has_bias
+        self.lay, self.fmt, self.variant, self.has_bias, self.x8 = lay, fmt, variant, has_bias, x8
 
     def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
                epilogue_nodes=None, **kwargs) -> str:
@@ -170,13 +181,15 @@ class QuantLinearTemplate(CppTemplate):
             self.header().getvalue(),
             kernel_marker.line(self.variant, headers_digest()),
             f"// Y[{m}, {n}] = X[{m}, {k}] . W^T{' + B' if b is not None else ''}, W {self.fmt} packed "
-            f"({lay.bytes} bytes, group {lay.group_size}, nb {lay.nb}); {self.num_threads} threads over N blocks",
+            f"({lay.bytes} bytes, group {lay.group_size}, nb {lay.nb}); {self.num_threads} threads over N blocks"
+            + ("; INT8 activations" if self.x8 else ""),
             f'#include "{self.HEADER}"',
             "",
             f'extern "C" {get_export_declaration()}',
             decl,
             "{",
-            f"    rvv_inductor::linear_quant_inductor_or_throw<{lay.dtype}, {'true' if m == 1 else 'false'}>("
+            f"    rvv_inductor::linear_quant_inductor_or_throw<{lay.dtype}, "
+            f"{'rvv_inductor::kQuantGemv' if m == 1 else 'rvv_inductor::kQuantGemmX8' if self.x8 else 'rvv_inductor::kQuantGemm'}>("
             f"{ptr(x, 'X')}, {ldx}, {m}, {n}, {k}, W, {lay.group_size}, {lay.scale_dtype}, {lay.zero_points}, {lay.nb}, "
             f"{lay.bytes}, {bias}, Y, {n}, {self.num_threads});",
             "}",
@@ -279,15 +292,16 @@ def try_lower(op: str, m: int, n: int, k: int, layout, mat1, mat2, bias):
         return None
     packed_box = V.graph.add_tensor_constant(packed, name=f"{name}_rvv_{spec.format}")
     inputs = [mat1, packed_box] + ([b] if b is not None else [])
-    kernel = kernel_name(spec.format, m, info)
+    x8 = spec.x8(m)
+    kernel = kernel_name(spec.format, m, info, x8)
     out_layout = ir.FixedLayout(mat1.get_device(), torch.bfloat16, [m, n])
     template = QuantLinearTemplate(inputs, out_layout, parallel_num_threads(), lay=lay, fmt=spec.format,
                                    variant=kernel_marker.quant_variant(spec.format, spec.group_size, kernel),
-                                   has_bias=b is not None)
+                                   has_bias=b is not None, x8=x8)
     node = template.generate().output_node()
     buf = ir.InputsKernel.unwrap_storage_for_input(node)
     if isinstance(buf, ir.TemplateBuffer):
         buf.allow_epilogue_fusion = False
     _prune(mat2, packed_box)
-    record_rvv(op, m, n, k, spec.format, f"{kernel} g{spec.group_size}")
+    record_rvv(op, m, n, k, spec.format, f"{kernel} g{spec.group_size}" + (" act=int8" if x8 else ""))
     return node

@@ -61,3 +61,32 @@ def test_k1_numbers_hang_together():
         assert size % (ways * policy.K1_CACHE_LINE_BYTES) == 0
     # One 32-bit LPDDR4X channel at 2666 MT/s.
     assert policy.K1_DRAM_BYTES_PER_S == pytest.approx(4 * 2666e6, rel=1e-3)
+
+
+def test_activations_choice():
+    assert policy.DEFAULT_ACTIVATIONS in policy.ACTIVATIONS == ("int8", "bf16")
+    assert policy.check_activations("bf16", "who") == "bf16"
+    for bad in ("fp8", "INT8", None, 8):
+        with pytest.raises(ValueError, match="who: activations="):
+            policy.check_activations(bad, "who")
+    # Every format compile_linears produces qualifies; groups of half a block do not.
+    assert all(policy.x8_applies(f, g) for f, gs in policy.GROUP_SIZES.items() for g in gs)
+    assert not policy.x8_applies("int4", 16) and not policy.x8_applies("int4", 0) and not policy.x8_applies("bf16", 0)
+
+
+def test_prefill_chunk_hides_the_weights_dram_time():
+    """The chunk is the smallest power of two in [16, 64] at which the prefill GEMMs at
+    their datapath floor take at least as long as streaming the weights once."""
+    for weights in policy.WEIGHT_FORMATS:
+        for act in policy.ACTIVATIONS:
+            c = policy.prefill_chunk(weights, act)
+            assert c in (16, 32, 64)
+            per_weight_dram = policy.PREFILL_BYTES_PER_WEIGHT[weights] / policy.K1_DRAM_ACHIEVED_BYTES_PER_S
+            per_weight_compute = lambda m: m / (policy.K1_CORES * policy.prefill_floor_macs_per_cycle(weights, act)
+                                                * policy.K1_CLOCK_HZ)
+            assert c == 64 or per_weight_compute(c) >= per_weight_dram
+            assert c == 16 or per_weight_compute(c // 2) < per_weight_dram
+    # At the calibrated bandwidth BF16 weights need 32 rows, INT4 with INT8 activations too
+    # (twice the datapath), INT8 16; a faster memory needs fewer.
+    assert (policy.prefill_chunk("bf16"), policy.prefill_chunk("int4"), policy.prefill_chunk("int8")) == (32, 32, 16)
+    assert policy.prefill_chunk("bf16", bandwidth=policy.K1_DRAM_BYTES_PER_S) == 16
