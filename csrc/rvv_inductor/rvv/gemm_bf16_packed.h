@@ -5,7 +5,7 @@
 // scalars per k from one pointer. Then for every column chunk of every block the panels
 // run over it in turn, so the chunk (K * VLMAX * 2 bytes) is reused from cache by all
 // rows while the fp32 X stays cache-resident across chunks. M tails use the 1..5-row tile.
-// With three or more tiles (M > 12) each column chunk is cut into K blocks whose bf16 rows
+// With four or more tiles (M > 18) each column chunk is cut into K blocks whose bf16 rows
 // are widened once into an fp32 panel that every tile streams (gemm_tile_bf16.h,
 // F32Rows), instead of widened again by each tile; the tiles' partial sums wait in an
 // fp32 buffer between K blocks. Each output is still summed over k in order from the

@@ -37,8 +37,11 @@ struct F32Rows {
 
 // A bf16 B chunk is widened into an fp32 panel shared by the tiles when there are at least
 // this many tiles: per K row the panel costs one vle32 per tile plus one widen + vse32,
-// against a vle16 + 2 widens per tile (20 beats at VLEN 256 vs 8 + 28 / tiles).
-constexpr int kGemmPanelMinTiles = 3;
+// against a vle16 + 2 widens per tile (20 beats at VLEN 256 vs 8 + 28 / tiles), and the
+// library GEMM's partial sums pass through memory between K blocks. Counted (q_proj,
+// VLEN 256, one thread): M = 16 (3 tiles) 2.36 -> 2.33 multiply-adds per cycle, M = 64
+// 2.42 -> 2.67; so from 4 tiles (M > 18).
+constexpr int kGemmPanelMinTiles = 4;
 // Floats of one panel (16 KB, in L1 with the A panels): K rows per panel = this / vl.
 constexpr int64_t kGemmPanelFloats = 4096;
 

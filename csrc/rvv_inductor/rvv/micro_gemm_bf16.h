@@ -10,7 +10,7 @@
 // fp32 in chunks of kKC columns into a 6 * kKC float stack buffer (6 KiB), each chunk
 // reused for every column chunk of N; partial sums go through C between chunks, which
 // costs 2 * rows vector memory ops per kKC * rows * VLMAX multiply-adds.
-// With three or more tiles (M > 12) the rows go in slabs of up to kMicroGemmSlab: per K
+// With four or more tiles (M > 18) the rows go in slabs of up to kMicroGemmSlab: per K
 // chunk the slab's A panels are converted once, and each column chunk of B is widened once
 // into an fp32 panel that all the slab's tiles stream (gemm_tile_bf16.h, F32Rows), instead
 // of once per tile. The sums are the same, in the same order: the result does not change.
