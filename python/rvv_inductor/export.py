@@ -150,6 +150,15 @@ def decode_step(model, max_cache_len: int):
     return DecodeStep().eval()
 
 
+def _resolved_activations(weights: str, activations: str) -> str:
+    """What the package's prefill GEMMs do with X: "int8" or "bf16"."""
+    from .policy import ACTIVATIONS, resolve_activations
+
+    if weights == "bf16" or activations not in ACTIVATIONS:
+        return "bf16"
+    return resolve_activations(weights, activations)
+
+
 def target_isa() -> dict:
     """The ISA the generated kernels are compiled for (what the runner must find)."""
     from . import cpu
@@ -161,11 +170,11 @@ def target_isa() -> dict:
 
 def export(model, out: str, *, weights: str = "bf16", group_size: int | None = None, max_cache_len: int = 256,
            prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK, gate=None, keep_bf16=None, threads: int | None = None,
-           attention: str = "rvv", activations: str = "int8") -> dict:
+           attention: str = "rvv", activations: str = "auto") -> dict:
     """Export ``model``'s decode step (and, unless ``prefill_chunk`` is 0, its prefill step
     over chunks of that many tokens) to the package ``out``; return its metadata.
-    ``activations``: how the INT8/INT4 GEMMs of the prefill step treat X ("int8" or "bf16",
-    as in ``compile_linears``)."""
+    ``activations``: how the INT8/INT4 GEMMs of the prefill step treat X ("auto", "int8" or
+    "bf16", as in ``compile_linears``)."""
     torch = _torch()
     import rvv_inductor
     from torch.export.pt2_archive._package import package_pt2
@@ -212,7 +221,7 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     meta = {"format": FORMAT, "model": MODEL_NAME, "model_type": config.model_type,
             "vocab_size": int(config.vocab_size), "num_layers": int(config.num_hidden_layers),
             "max_cache_len": int(max_cache_len), "prefill_chunk": int(prefill_chunk), "weights": weights,
-            "group_size": group_size, "activations": activations if weights != "bf16" else "bf16",
+            "group_size": group_size, "activations": _resolved_activations(weights, activations),
             "eos_token_ids": eos, "attention": attention, **{f"isa_{k}": v for k, v in isa.items()},
             "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
             "threads_at_compile": None}
@@ -551,9 +560,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4")
     p.add_argument("--attention", choices=("rvv", "sdpa"), default="rvv",
                    help="decode attention: rvv (csrc/rvv_inductor/attention.h, default) or sdpa (ATen's)")
-    p.add_argument("--activations", choices=("int8", "bf16"), default="int8",
-                   help="INT8/INT4 GEMMs of the prefill: quantize X to INT8 per 32 values (int8, default) or the "
-                        "FP path (bf16)")
+    p.add_argument("--activations", choices=("auto", "int8", "bf16"), default="auto",
+                   help="INT8/INT4 GEMMs of the prefill: quantize X to INT8 per 32 values (int8) or the FP path "
+                        "(bf16); auto (default): int8 for INT4 weights, bf16 for INT8")
     a = p.parse_args(argv)
     try:
         gate = _parse_gate(a.gate)

@@ -135,9 +135,12 @@ GROUP_SIZES = {"int8": (0, 32, 64, 128, 256), "int4": (32, 64, 128)}
 #         multiplied in integers (csrc/rvv_inductor/quant_x8.h): the prompt and batched
 #         decode at the int8 datapath. Decode (M == 1) is DRAM-bound and keeps the FP path.
 # "bf16": the FP path everywhere: each product exact in fp32.
-# The default is "int8"; the README gives the measured logit distance it adds.
-ACTIVATIONS = ("int8", "bf16")
-DEFAULT_ACTIVATIONS = "int8"
+# "auto" (the default): "int8" for INT4 weights, "bf16" for INT8 weights. Measured (README,
+#         "INT8 activations"): with INT4 weights INT8 activations add ~7 % of the weights'
+#         own logit error for ~2x on the prompt's GEMMs; with INT8 weights about two thirds
+#         of it for ~1.1x (int8 x int8 runs at the FP32 rate).
+ACTIVATIONS = ("auto", "int8", "bf16")
+DEFAULT_ACTIVATIONS = "auto"
 # The C ABI's option bit for "int8" (RVV_LINEAR_X_INT8_GEMM, csrc/rvv_inductor/capi.h).
 X8_GEMM_OPTION = 2
 
@@ -146,6 +149,13 @@ def check_activations(activations, who: str) -> str:
     """``activations`` if it is one of ACTIVATIONS, else a ValueError naming the caller."""
     if not isinstance(activations, str) or activations not in ACTIVATIONS:
         raise ValueError(f"{who}: activations={activations!r} is not one of {', '.join(map(repr, ACTIVATIONS))}")
+    return activations
+
+
+def resolve_activations(fmt: str, activations: str) -> str:
+    """What a layer of weight format ``fmt`` does at M >= 2: "int8" or "bf16"."""
+    if activations == "auto":
+        return "int8" if fmt == "int4" else "bf16"
     return activations
 
 
@@ -175,7 +185,7 @@ PREFILL_CHUNK_MIN, PREFILL_CHUNK_MAX = 16, 64
 
 def prefill_floor_macs_per_cycle(weights: str, activations: str = DEFAULT_ACTIVATIONS) -> int:
     """Multiply-adds per cycle per core of the datapath the prefill GEMMs take at DLEN 128."""
-    return 8 if weights == "int4" and activations == "int8" else 4
+    return 8 if weights == "int4" and resolve_activations(weights, activations) == "int8" else 4
 
 
 def prefill_chunk(weights: str, activations: str = DEFAULT_ACTIVATIONS,

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from . import _native, cpu, functional_linear, heap, ops, packed, quantized
 from .integration import enable
 from .policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, X8_GEMM_OPTION, Gate,
-                     check_activations, x8_applies)
+                     check_activations, resolve_activations, x8_applies)
 from .reasons import Fallback, Policy
 from .runtime import run_packed
 
@@ -183,9 +183,10 @@ class RVVQuantLinear(RVVLinear):
     kernel multiplies with. Forward calls ``rvv_inductor::linear_packed_q`` (one custom op:
     eager it is the C++ kernel, inside a torch.compile graph one extern call).
 
-    ``activations`` ("int8" or "bf16", ``policy.ACTIVATIONS``): how calls with M >= 2
-    treat X: quantized to INT8 per 32 values and multiplied in integers, or the FP path.
-    It is a plain attribute: set it to switch a layer at any time."""
+    ``activations`` ("auto", "int8" or "bf16", ``policy.ACTIVATIONS``): how calls with
+    M >= 2 treat X: quantized to INT8 per 32 values and multiplied in integers, or the FP
+    path; "auto" is "int8" for INT4 weights and "bf16" for INT8 ones. It is a plain
+    attribute: set it to switch a layer at any time."""
 
     _packed_dtype = torch.uint8
 
@@ -242,12 +243,13 @@ class RVVQuantLinear(RVVLinear):
         return y.reshape(*lead, self.out_features)
 
     def _options(self) -> int:
-        return X8_GEMM_OPTION if self.activations == "int8" else 0
+        return X8_GEMM_OPTION if resolve_activations(self.format, self.activations) == "int8" else 0
 
     @property
     def activations_used(self) -> str:
         """What calls with M >= 2 really do: "int8" only where the kernels cover the format."""
-        return "int8" if self.activations == "int8" and x8_applies(self.format, self.group_size) else "bf16"
+        return ("int8" if resolve_activations(self.format, self.activations) == "int8"
+                and x8_applies(self.format, self.group_size) else "bf16")
 
     def extra_repr(self) -> str:
         return (super().extra_repr() + f", group_size={self.group_size}, scales={self.scale_dtype}, "
@@ -375,10 +377,9 @@ class LinearReport:
                  + (f"({100 * self.packed_bytes / self.param_bytes:.1f}% of BF16: quantized)"
                     if any(f != "bf16" for _, f, _, _ in self.formats) else f"(+{100 * self.packed_overhead:.2f}%)")]
         if any(f != "bf16" for _, f, _, _ in self.formats):
-            lines.append(f"  activations of INT8/INT4 layers at M >= 2: {self.activations} "
-                         f"({len(self.int8_activation_layers)} layers quantize X to INT8 per 32 values)"
-                         if self.activations == "int8" else
-                         "  activations of INT8/INT4 layers at M >= 2: bf16 (the FP path)")
+            lines.append(f"  activations of INT8/INT4 layers at M >= 2: {self.activations}: "
+                         f"{len(self.int8_activation_layers)} layers quantize X to INT8 per 32 values, "
+                         "the others take the FP path")
         fmt = {name: (f, pb, bb) for name, f, pb, bb in self.formats}
         for name, n, k in self.taken:
             f, pb, bb = fmt.get(name, ("bf16", 0, 0))
@@ -702,11 +703,12 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     part, e.g. "lm_head"). A format, group size or K that does not fit is a ValueError
     raised before any layer is changed. F.linear weights of custom modules stay BF16.
 
-    ``activations`` (INT8/INT4 weights only): "int8" (default) quantizes X of every call
-    with M >= 2 (prompt, batched decode) per row in blocks of 32, as llama.cpp's Q8_0
-    activations, and multiplies in integers (csrc/rvv_inductor/quant_x8.h; error at most
+    ``activations`` (INT8/INT4 weights only): "int8" quantizes X of every call with M >= 2
+    (prompt, batched decode) per row in blocks of 32, as llama.cpp's Q8_0 activations, and
+    multiplies in integers (csrc/rvv_inductor/quant_x8.h; error at most
     sum|w| * max|x_block| / 254 per output); "bf16" keeps the FP path, each product exact in
-    fp32. Decode (M == 1) takes the FP path either way. ``report.activations`` and
+    fp32; "auto" (default) is "int8" for INT4 layers and "bf16" for INT8 ones (README, "INT8
+    activations", has the measurements). Decode (M == 1) takes the FP path either way. ``report.activations`` and
     ``report.int8_activation_layers`` say what was chosen; each layer's ``activations``
     attribute can be changed later.
 

@@ -41,9 +41,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", choices=("bf16", "int8", "int4"), default=None,
                    help="Linear weight format for a checkpoint directory (default bf16); a GGUF keeps its own")
     p.add_argument("--group-size", type=int, default=None, help="K rows per quantization scale (int8/int4)")
-    p.add_argument("--activations", choices=("int8", "bf16"), default="int8",
+    p.add_argument("--activations", choices=("auto", "int8", "bf16"), default="auto",
                    help="INT8/INT4 layers at M >= 2 (prompt, batched decode): quantize X to INT8 per 32 values "
-                        "(int8, the default) or keep the FP path (bf16)")
+                        "(int8) or keep the FP path (bf16); auto (default): int8 for INT4 weights, bf16 for INT8")
     p.add_argument("--keep-bf16", action="append", default=[], metavar="PATTERN",
                    help="layers kept in BF16 (fnmatch on the layer name, e.g. lm_head); repeatable")
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model's own)")
@@ -152,7 +152,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             summary["attention"] = model.config._attn_implementation
             summary.update(layers_rvv=len(report.taken), layers_fallback=len(report.fell_back),
                            formats=sorted({f for _, f, _, _ in report.formats}) or ["bf16"],
-                           activations=report.activations if report.int8_activation_layers else "bf16",
+                           activations="int8" if report.int8_activation_layers else "bf16",
                            packed_bytes=report.packed_bytes, bf16_bytes=report.param_bytes,
                            load_s=time.perf_counter() - t0)
             print(f"rvv_inductor serve: {path.name}: {len(report.taken)} Linear layers on RVV "
@@ -167,7 +167,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
     return RVVModelManager
 
 
-def load_gguf_packed(path, activations: str = "int8"):
+def load_gguf_packed(path, activations: str = "auto"):
     """``load_gguf`` (the file's Q8_0/Q4_0 Linears packed as they are), then
     ``compile_linears`` for the Linears the file holds in BF16/F16 -- among them a tied
     lm_head, which reads the embedding table: without this it would run on ATen, and the

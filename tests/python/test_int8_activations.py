@@ -1,5 +1,6 @@
-"""INT8 activations for INT8/INT4 Linear calls with M >= 2 (``activations="int8"``, the
-default; csrc/rvv_inductor/quant_x8.h): the regional layer against an FP64 product of
+"""INT8 activations for INT8/INT4 Linear calls with M >= 2 (``activations="int8"``, and
+"auto", the default, for INT4 weights; csrc/rvv_inductor/quant_x8.h): the regional layer
+against an FP64 product of
 activations quantized here from the definition, the switch and the decode path it leaves
 alone, bad values, and a decoder's logits against the same model with dequantized weights
 and BF16 activations (the distance INT8 activations add is printed and bounded)."""
@@ -56,8 +57,8 @@ def x8_bound(layer, xq: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 def test_layer_matches_fp64_on_quantized_activations(fmt, group):
     torch.manual_seed(0)
     lin = torch.nn.Linear(320, 200, bias=True).to(torch.bfloat16)
-    layer = regional.RVVQuantLinear.from_linear(lin, cpu.effective().block_n, fmt, group)
-    assert layer.activations == "int8" and layer.activations_used == "int8"
+    layer = regional.RVVQuantLinear.from_linear(lin, cpu.effective().block_n, fmt, group, activations="int8")
+    assert layer.activations_used == "int8"
     w = layer.dequantized().double()
     with torch.no_grad():
         for m in (2, 5, 17):
@@ -103,13 +104,18 @@ def test_bad_values_are_errors():
 
 
 def test_report_names_the_choice():
+    """auto (the default) quantizes the activations of INT4 layers, not of INT8 ones."""
     m = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 128)).to(torch.bfloat16)
     report = rvv_inductor.compile_linears(copy.deepcopy(m), weights="int4")
-    assert report.activations == "int8" and report.int8_activation_layers == ["0", "1"]
-    assert "activations of INT8/INT4 layers at M >= 2: int8" in str(report)
-    report = rvv_inductor.compile_linears(copy.deepcopy(m), weights="int8", activations="bf16")
+    assert report.activations == "auto" and report.int8_activation_layers == ["0", "1"]
+    assert "at M >= 2: auto: 2 layers quantize X to INT8" in str(report)
+    report = rvv_inductor.compile_linears(copy.deepcopy(m), weights="int8")
+    assert report.activations == "auto" and report.int8_activation_layers == []
+    report = rvv_inductor.compile_linears(copy.deepcopy(m), weights="int8", activations="int8")
+    assert report.int8_activation_layers == ["0", "1"]
+    report = rvv_inductor.compile_linears(copy.deepcopy(m), weights="int4", activations="bf16", keep_bf16="1")
     assert report.activations == "bf16" and report.int8_activation_layers == []
-    assert "bf16 (the FP path)" in str(report)
+    assert "at M >= 2: bf16: 0 layers quantize X to INT8" in str(report)
 
 
 # The decoder's logits: teacher-forced over a 24-token prompt (one M = 24 call per layer)
@@ -128,7 +134,7 @@ def test_decoder_logits_with_int8_activations(arch, fmt):
     eager = random_decoder(arch, hidden=512, heads=8, kv_heads=2, vocab=1024, max_positions=256, init_range=0.05)
     eager = eager.to(torch.bfloat16).eval()
     rvv8 = copy.deepcopy(eager)
-    report = rvv_inductor.compile_linears(rvv8, weights=fmt)
+    report = rvv_inductor.compile_linears(rvv8, weights=fmt, activations="int8")
     assert len(report.int8_activation_layers) == len(report.taken) == 2 * 7 + 1
     rvv16 = copy.deepcopy(eager)
     rvv_inductor.compile_linears(rvv16, weights=fmt, activations="bf16")

@@ -25,7 +25,7 @@ Tolerances (all at the largest reference logit |z|max, measured values printed):
   bound is 2x the simulated deviation plus 4 BF16 ulps at |z|max for the F16 cache and
   the remaining FP32 order differences. (Measured at these dims, scalar ggml variant:
   llama.cpp's deviation is 1.0-1.2x the simulated one; ours is 1.8-2.2 BF16 ulps.)
-* ours with INT8 activations (load_gguf's default; the prompt's calls only, M >= 2):
+* ours with INT8 activations (load_gguf's default for Q4_0; the prompt's calls, M >= 2):
   the same kind of noise as llama.cpp's, so the same bound; the distance to llama.cpp is
   printed beside the FP path's.
 * Tokens: llama.cpp's argmax at each position equals our greedy token wherever the
@@ -204,10 +204,11 @@ def test_llamacpp_matches_ours(tmp_path, arch, fmt, tie):
     assert d_ours <= tol_ours
     assert d_llama <= tol_llama
     if fmt != "bf16":
-        # load_gguf's default: the prompt's Linear calls quantize activations to INT8 per 32
-        # values, as ggml does with Q8_0 (our scale stays FP32, ggml rounds it to F16). That
-        # is the same noise as llama.cpp's, on the prompt rows only: the same bound.
-        got8 = stepped(load_gguf(info["path"]), prompt, tokens[:-1])
+        # activations="int8" (load_gguf's default for Q4_0 files): the prompt's Linear calls
+        # quantize activations to INT8 per 32 values, as ggml does with Q8_0 (our scale stays
+        # FP32, ggml rounds it to F16). The same noise as llama.cpp's, on the prompt rows
+        # only: the same bound.
+        got8 = stepped(load_gguf(info["path"], activations="int8"), prompt, tokens[:-1])
         d8, d8_llama = (got8 - want).abs().max().item(), (got8 - lz).abs().max().item()
         print(f"{arch} {fmt} with INT8 activations: ours-ref {d8:.4f} (tol {tol_llama:.4f}); ours-llama.cpp "
               f"{d8_llama:.4f} (BF16 activations: {(got - lz).abs().max().item():.4f})")

@@ -79,7 +79,7 @@ def ckpt(tmp_path_factory):
 
 
 def _opts(model, **kw) -> Namespace:
-    d = dict(model=str(model), weights=None, group_size=None, keep_bf16=[], tokenizer=None, activations="int8",
+    d = dict(model=str(model), weights=None, group_size=None, keep_bf16=[], tokenizer=None, activations="auto",
              continuous_batching=False, attention="rvv", cb_block_size=None, cb_num_blocks=None, cb_max_batch_tokens=None,
              host="127.0.0.1", port=_free_port(), threads=0, log_level="error", ready_file=None)
     d.update(kw)
@@ -255,7 +255,8 @@ def test_cli_serves_int8_and_stops_on_sigterm(ckpt, tmp_path):
             assert time.monotonic() < t_end
             time.sleep(0.5)
         info = json.loads(ready.read_text())
-        assert info["formats"] == ["int8"] and info["layers_rvv"] == 15 and info["activations"] == "int8"
+        # INT8 weights: "auto" keeps the FP path for the prompt (INT8 activations are for INT4).
+        assert info["formats"] == ["int8"] and info["layers_rvv"] == 15 and info["activations"] == "bf16"
         assert info["packed_bytes"] < 0.6 * info["bf16_bytes"]
         r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=900,
                        json=dict(model=info["model"], prompt=_prompt(0), max_tokens=2, temperature=0))
@@ -264,4 +265,4 @@ def test_cli_serves_int8_and_stops_on_sigterm(ckpt, tmp_path):
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
-    assert "15 Linear layers on RVV (int8; activations at M >= 2: int8)" in out and "stopped" in out
+    assert "15 Linear layers on RVV (int8; activations at M >= 2: bf16)" in out and "stopped" in out

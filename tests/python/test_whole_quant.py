@@ -111,7 +111,7 @@ def fmas(so: dict) -> int:
 
 
 def test_int4_matches_dequantized_and_regional_and_verifies(cache):
-    """INT4 g64, decode (M=1) and prefill (M=3) with the default INT8 activations: the
+    """INT4 g64, decode (M=1) and prefill (M=3) with INT8 activations (the default for INT4): the
     prefill runs the gemm_x8 kernel, bit for bit the regional layer's, within the bound of
     the FP64 product on the quantized activations."""
     from test_int8_activations import quantize_x8, x8_bound
@@ -204,7 +204,7 @@ def test_flag_values(cache):
     assert rvv_inductor.enable()["weights"] == "bf16"
     assert quant_lowering.get_spec() == quant_lowering.QuantSpec()
     assert rvv_inductor.enable(weights="int4")["weights"] == "int4"
-    assert rvv_inductor.enable()["activations"] == "int8"  # the default
+    assert rvv_inductor.enable()["activations"] == "auto"  # the default: INT8 activations for INT4 weights
     assert quant_lowering.get_spec().x8(2) and not quant_lowering.get_spec().x8(1)
     assert quant_lowering.get_spec().group_size == 64
     assert rvv_inductor.enable()["weights"] == "int4"  # a later enable() keeps it, like gate=

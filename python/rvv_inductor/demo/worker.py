@@ -253,7 +253,8 @@ class RegionalInt8(Regional):
         rep = compile_linears(session.model, weights=self.weights, load=session.load)
         _record_linears(res, rep)
         res["weights"] = self.weights
-        res["activations"] = rep.activations  # how the prompt's (M >= 2) Linear calls treat X
+        # How the prompt's (M >= 2) Linear calls treat X, as they ran.
+        res["activations"] = "int8" if rep.int8_activation_layers else "bf16"
         res["group_size"] = DEFAULT_GROUP_SIZE[self.weights]
         res["formats"] = [[n, f, pb, bb] for n, f, pb, bb in rep.formats]
 

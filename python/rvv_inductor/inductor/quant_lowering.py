@@ -40,7 +40,8 @@ from torch._inductor.utils import parallel_num_threads
 from torch._inductor.virtualized import V
 
 from .. import cpu, quantized
-from ..policy import DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, check_activations, x8_applies
+from ..policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, check_activations,
+                      resolve_activations, x8_applies)
 from ..reasons import Fallback, Policy, record_fallback, record_rvv
 from . import kernel_marker
 
@@ -60,7 +61,7 @@ class QuantSpec:
     format: str = "bf16"
     group_size: int = 0
     keep_bf16: tuple[int, ...] = ()
-    activations: str = DEFAULT_ACTIVATIONS  # INT8/INT4 GEMMs with M >= 2: "int8" or "bf16"
+    activations: str = DEFAULT_ACTIVATIONS  # INT8/INT4 GEMMs with M >= 2: "auto", "int8" or "bf16"
 
     @classmethod
     def parse(cls, weights: str, group_size: int | None = None, keep_bf16: Any = (),
@@ -91,7 +92,8 @@ class QuantSpec:
 
     def x8(self, m: int) -> bool:
         """A GEMM of m rows runs the INT8-activation kernel."""
-        return self.quantized and m > 1 and self.activations == "int8" and x8_applies(self.format, self.group_size)
+        return (self.quantized and m > 1 and resolve_activations(self.format, self.activations) == "int8"
+                and x8_applies(self.format, self.group_size))
 
 
 def _weight_ptrs(keep: Any) -> tuple[int, ...]:

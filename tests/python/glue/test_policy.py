@@ -64,8 +64,12 @@ def test_k1_numbers_hang_together():
 
 
 def test_activations_choice():
-    assert policy.DEFAULT_ACTIVATIONS in policy.ACTIVATIONS == ("int8", "bf16")
+    assert policy.ACTIVATIONS == ("auto", "int8", "bf16") and policy.DEFAULT_ACTIVATIONS == "auto"
     assert policy.check_activations("bf16", "who") == "bf16"
+    # auto: INT8 activations for INT4 weights, the FP path for INT8 weights (README: measured).
+    assert [policy.resolve_activations(f, "auto") for f in ("int4", "int8")] == ["int8", "bf16"]
+    assert [policy.resolve_activations(f, a) for f in ("int4", "int8") for a in ("int8", "bf16")] == [
+        "int8", "bf16", "int8", "bf16"]
     for bad in ("fp8", "INT8", None, 8):
         with pytest.raises(ValueError, match="who: activations="):
             policy.check_activations(bad, "who")
