@@ -155,14 +155,14 @@ def reference_model(model, weights: str, group: int | None, x8_prompt_rows: int 
     return ref
 
 
-def assert_matches_reference(ref, tokens: list[int], got, label: str) -> list[bool]:
+def assert_matches_reference(ref, tokens: list[int], got, label: str, extra_tol: float = 0.0) -> list[bool]:
     """rvv-generate's logits ``got`` (a row per new token, after PROMPT) against ``ref``'s,
     teacher-forced on the same tokens: within ULPS BF16 ulps of the largest logit, and the
     same greedy token on every decisive position (top-2 margin over twice the tolerance).
     Returns the decisive flags."""
     with torch.no_grad():
         want = ref(torch.tensor([PROMPT + tokens[:-1]])).logits[0, len(PROMPT) - 1:].float()
-    tol = ULPS * bf16_ulp(want.abs().max().item())
+    tol = ULPS * bf16_ulp(want.abs().max().item()) + extra_tol
     diff = (got - want).abs().max().item()
     print(f"{label}: max |logit diff| {diff:.4g}, tolerance {tol:.4g}; tokens {tokens}")
     assert diff <= tol
@@ -199,7 +199,20 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
     x8 = meta.get("activations") == "int8"
     assert x8 == (weights != "bf16"), meta
     ref = reference_model(model, weights, group, len(PROMPT) if x8 else 0)
-    decisive = assert_matches_reference(ref, tokens, got, f"{arch} {weights}")
+    extra = 0.0
+    if x8:
+        # Quantizing activations turns the last-bit differences between the package's and
+        # the reference's hidden states into different rounding decisions, each worth a
+        # step of dx: another draw of the same noise, not the same draw. So, as
+        # test_llamacpp bounds llama.cpp: twice the deviation the quantization causes in the
+        # reference itself (x8 reference against the FP one), on top of the BF16 ulps.
+        with torch.no_grad():
+            seq = torch.tensor([PROMPT + tokens[:-1]])
+            fp = reference_model(model, weights, group)(seq).logits[0, len(PROMPT) - 1:].float()
+            sim = (ref(seq).logits[0, len(PROMPT) - 1:].float() - fp).abs().max().item()
+        extra = 2 * sim
+        print(f"{arch} {weights}: INT8 activations move the reference's logits by {sim:.4g}")
+    decisive = assert_matches_reference(ref, tokens, got, f"{arch} {weights}", extra)
     # Free-running eager greedy decoding agrees up to the first non-decisive position.
     n = decisive.index(False) if False in decisive else len(decisive)
     with torch.no_grad():

@@ -226,7 +226,7 @@ def write(out: Path) -> int:
     for mode, r in results.items():
         m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "prefill_chunk", "rss_peak_kib", "rss_model_kib",
                                    "param_bytes", "packed_bytes", "routing", "workloads", "threads",
-                                   "weight_bytes_step", "weights", "group_size", "formats", "unavailable",
+                                   "weight_bytes_step", "weights", "group_size", "activations", "formats", "unavailable",
                                    "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib",
                                    "package_file_bytes", "runner_rss_peak_kib", "max_cache_len")}
         m["compile_s"] = m["compile_s"] or 0.0
@@ -438,7 +438,9 @@ def _routing(rep: dict) -> list[str]:
     for mode in ("regional", "regional-int8", "regional-int4", "whole", *PACKAGE_MODES):
         if mode in rep["modes"] and not rep["modes"][mode].get("unavailable"):
             r = rep["modes"][mode]["routing"]
-            L.append(f"  {mode}: {len(r['rvv'])} on RVV, {len(r['fallback'])} fell back")
+            act = rep["modes"][mode].get("activations")
+            L.append(f"  {mode}: {len(r['rvv'])} on RVV, {len(r['fallback'])} fell back"
+                     + (f"; activations at M >= 2 (the prompt): {act}" if act else ""))
             if mode in ("regional-int8", "regional-int4"):
                 continue  # the same layers as regional's
             L += [f"    RVV   {x}" for x in r["rvv"][:12]] + (["    ..."] if len(r["rvv"]) > 12 else [])
