@@ -3,7 +3,8 @@
 
     python3 bench/threads_report.py DIR      (reads DIR/raw/*.json, writes DIR/threads.*)
 
-Per row (shape, weights, M, threads T):
+Per row (shape, weights, M, threads T; weights "int4x8"/"int8x8": int8 activations,
+linear_bench --x-int8-gemm):
   * threads_active: threads that executed an instruction in the region (the plugin);
     working: threads whose cycles are at least 10% of the busiest one's;
   * max_insns, max_vbeats, max_dram_bytes: the busiest thread by modelled cycles;
@@ -56,8 +57,10 @@ def row_of(d: dict) -> dict:
     mx = cycles(busiest)
     compute_s = mx / k1.K1_CLOCK_HZ
     total_dram = dram(reg)
+    # int8 activations (linear_bench --x-int8-gemm, kernel gemm_x8_*): their own rows, "int4x8"/"int8x8"
+    weights = prog["weights"] + ("x8" if prog.get("x_int8_gemm") else "")
     return {
-        "shape": d["shape"], "weights": prog["weights"], "M": prog["M"], "K": prog["K"], "N": prog["N"],
+        "shape": d["shape"], "weights": weights, "M": prog["M"], "K": prog["K"], "N": prog["N"],
         "threads": prog["threads"], "threads_used": prog["threads_used"], "threads_active": len(active),
         "working": sum(1 for c in cyc if c >= 0.1 * mx),
         "max_insns": busiest["insns"], "max_vbeats": busiest["vbeats"], "max_dram_bytes": dram(busiest),
