@@ -28,41 +28,33 @@
 RVV_INDUCTOR_BEGIN_NAMESPACE
 namespace rvv {
 
-// The panel path: xp holds all rows' fp32 panels; acc M * vlmax floats of partial sums.
+// One column chunk [n, n + vl) of weight block wb (columns j.. of it) for all M rows, by
+// the panel path: K blocks of bf16 rows widened once into bp, partial sums in acc
+// (M * vlmax floats) between them.
 template <class Ops>
-inline void gemm_bf16_packed_panels(const LinearOperands& a, const float* xp, float* acc) {
+inline void gemm_bf16_chunk_panels(const LinearOperands& a, const float* xp, float* acc, float* bp,
+                                   const uint16_t* wb, int64_t n, size_t vl, vfloat32m4_t bias) {
   const int64_t M = a.M, K = a.K, nb = a.nb;
-  const size_t vlmax = __riscv_vsetvlmax_e32m4();
-  const int64_t kcp = gemm_panel_rows(vlmax);
-  float bp[kGemmPanelFloats];
-  for (int64_t b = a.block_begin; b < a.block_end; ++b) {
-    const int64_t n0 = b * nb;
-    const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
-    const uint16_t* wb = static_cast<const uint16_t*>(a.w) + b * K * nb;
-    for (int64_t j = 0; j < cols;) {
-      const size_t vl = __riscv_vsetvl_e32m4(size_t(cols - j));
-      const vfloat32m4_t bias = bias_m4<Ops>(a.bias, a.bias_dtype, n0 + j, vl);
-      for (int64_t k0 = 0; k0 < K; k0 += kcp) {
-        const int64_t kc = K - k0 < kcp ? K - k0 : kcp;
-        const bool last = k0 + kc == K;
-        widen_b_panel<Ops>(wb + k0 * nb + j, nb, kc, vl, bp);
-        for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
-          const int rows = int(M - m0 < kGemmMR ? M - m0 : kGemmMR);
-          float* part = acc + m0 * int64_t(vlmax);
-          const int64_t out0 = m0 * a.ldy + n0 + j;
-          auto init = [&](int r) { return k0 == 0 ? bias : __riscv_vle32_v_f32m4(part + r * int64_t(vlmax), vl); };
-          auto store = [&](int r, vfloat32m4_t v) {
-            if (last)
-              store_out<Ops>(a.y, a.y_dtype, out0 + r * a.ldy, v, vl);
-            else
-              __riscv_vse32_v_f32m4(part + r * int64_t(vlmax), v, vl);
-          };
-          // The panel of rows m0.. is [k][rows] from xp + m0 * K; K block k0 starts at k0 * rows.
-          gemm_bf16_tile_m4_rows<F32Rows>(rows, xp + m0 * K + k0 * rows, static_cast<const float*>(bp), int64_t(vl), kc,
-                                          vl, init, store);
-        }
-      }
-      j += int64_t(vl);
+  const int64_t vlmax = int64_t(__riscv_vsetvlmax_e32m4()), kcp = gemm_panel_rows(size_t(vlmax));
+  for (int64_t k0 = 0; k0 < K; k0 += kcp) {
+    const int64_t kc = K - k0 < kcp ? K - k0 : kcp;
+    const bool last = k0 + kc == K;
+    widen_b_panel<Ops>(wb, nb, kc, vl, bp);
+    wb += kc * nb;
+    for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
+      const int rows = int(M - m0 < kGemmMR ? M - m0 : kGemmMR);
+      float* part = acc + m0 * vlmax;
+      const int64_t out0 = m0 * a.ldy + n;
+      auto init = [&](int r) { return k0 == 0 ? bias : __riscv_vle32_v_f32m4(part + r * vlmax, vl); };
+      auto store = [&](int r, vfloat32m4_t v) {
+        if (last)
+          store_out<Ops>(a.y, a.y_dtype, out0 + r * a.ldy, v, vl);
+        else
+          __riscv_vse32_v_f32m4(part + r * vlmax, v, vl);
+      };
+      // The panel of rows m0.. is [k][rows] from xp + m0 * K; K block k0 starts at k0 * rows.
+      gemm_bf16_tile_m4_rows<F32Rows>(rows, xp + m0 * K + k0 * rows, static_cast<const float*>(bp), int64_t(vl), kc,
+                                      vl, init, store);
     }
   }
 }
@@ -76,10 +68,7 @@ inline Status gemm_bf16_packed_6xm4(const LinearOperands& a) {
   float* xp = scratch.get(a.scratch && a.scratch_floats >= M * K + acc_floats ? a.scratch : nullptr, M * K + acc_floats);
   if (!xp) return Status::kNoMemory;
   pack_a_panels_f32<Ops>(a.x, a.ldx, M, K, kGemmMR, xp);
-  if (panels) {
-    gemm_bf16_packed_panels<Ops>(a, xp, xp + M * K);
-    return Status::kOk;
-  }
+  float bp[kGemmPanelFloats];
   for (int64_t b = a.block_begin; b < a.block_end; ++b) {
     const int64_t n0 = b * nb;
     const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
@@ -87,12 +76,16 @@ inline Status gemm_bf16_packed_6xm4(const LinearOperands& a) {
     for (int64_t j = 0; j < cols;) {
       const size_t vl = __riscv_vsetvl_e32m4(size_t(cols - j));
       const vfloat32m4_t bias = bias_m4<Ops>(a.bias, a.bias_dtype, n0 + j, vl);
-      for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
-        const int rows = int(M - m0 < kGemmMR ? M - m0 : kGemmMR);
-        const int64_t out0 = m0 * a.ldy + n0 + j;
-        auto init = [&](int) { return bias; };
-        auto store = [&](int r, vfloat32m4_t acc) { store_out<Ops>(a.y, a.y_dtype, out0 + r * a.ldy, acc, vl); };
-        gemm_bf16_tile_m4_rows<Ops>(rows, xp + m0 * K, wb + j, nb, K, vl, init, store);
+      if (panels) {
+        gemm_bf16_chunk_panels<Ops>(a, xp, xp + M * K, bp, wb + j, n0 + j, vl, bias);
+      } else {
+        for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
+          const int rows = int(M - m0 < kGemmMR ? M - m0 : kGemmMR);
+          const int64_t out0 = m0 * a.ldy + n0 + j;
+          auto init = [&](int) { return bias; };
+          auto store = [&](int r, vfloat32m4_t acc) { store_out<Ops>(a.y, a.y_dtype, out0 + r * a.ldy, acc, vl); };
+          gemm_bf16_tile_m4_rows<Ops>(rows, xp + m0 * K, wb + j, nb, K, vl, init, store);
+        }
       }
       j += int64_t(vl);
     }
