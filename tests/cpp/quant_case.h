@@ -88,10 +88,7 @@ inline RefMatrix quant_reference(const QuantWeight& w, const std::vector<uint16_
   *max_abs_x = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < w.N; ++n) {
-      double b = 0;
-      if (bias)
-        b = bias_dtype == DType::kBF16 ? bf16_value(static_cast<const uint16_t*>(bias)[n])
-                                       : double(static_cast<const float*>(bias)[n]);
+      const double b = bias_value(bias, bias_dtype, n);
       double s = b, a = std::fabs(b);
       for (int64_t k = 0; k < w.K; ++k) {
         const double xv = bf16_value(x[size_t(m * w.K + k)]);

@@ -75,10 +75,7 @@ RefMatrix x8_reference(const QuantWeight& w, const std::vector<uint16_t>& x, int
   for (int64_t m = 0; m < M; ++m) {
     const QuantRow qr = quantize_row(x.data() + m * K, K);
     for (int64_t n = 0; n < N; ++n) {
-      double b = 0;
-      if (bias)
-        b = bias_dtype == DType::kBF16 ? bf16_value(static_cast<const uint16_t*>(bias)[n])
-                                       : double(static_cast<const float*>(bias)[n]);
+      const double b = bias_value(bias, bias_dtype, n);
       double s = b, a = std::fabs(b);
       for (int64_t k0 = 0; k0 < K; k0 += 32) {
         double blk = 0, zterm = 0;

@@ -39,6 +39,13 @@ inline double bf16_value(uint16_t h) {
   return sign ? -mag : mag;
 }
 
+// bias[n] (bf16 or f32) as a double; 0 without a bias.
+inline double bias_value(const void* bias, DType dt, int64_t n) {
+  if (!bias) return 0.0;
+  return dt == DType::kBF16 ? bf16_value(static_cast<const uint16_t*>(bias)[n])
+                            : double(static_cast<const float*>(bias)[n]);
+}
+
 // Bits of the bf16 nearest to v (finite, or +-Inf), ties to the even significand;
 // values beyond the largest bf16 by half an ulp or more become Inf. v must be exactly
 // representable in fp32's exponent range for the tie test to be meaningful (it is: the
@@ -114,10 +121,7 @@ inline RefMatrix reference_linear(const uint16_t* x, int64_t ldx, const uint16_t
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t k = 0; k < K; ++k) xd[size_t(k)] = bf16_value(x[m * ldx + k]);
     for (int64_t n = 0; n < N; ++n) {
-      double b = 0;
-      if (bias)
-        b = bias_dtype == DType::kBF16 ? bf16_value(static_cast<const uint16_t*>(bias)[n])
-                                       : double(static_cast<const float*>(bias)[n]);
+      const double b = bias_value(bias, bias_dtype, n);
       double s = b, a = std::fabs(b);
       const uint16_t* row = w + n * ldw;
       for (int64_t k = 0; k < K; ++k) {
