@@ -7,7 +7,7 @@
 // plugin reports `calls` = steps and the totals of all steps.
 //
 //   llama_decode GGUF --prompt 1,2,3 [--steps N] [--threads T] [--region ID]
-//                [--feed 4,5,6] [--logits FILE] [--n-ctx C] [--verbose]
+//                [--prefill-region ID] [--feed 4,5,6] [--logits FILE] [--n-ctx C] [--verbose]
 //
 //   --steps N     decode steps after the prefill (default 8). N + 1 tokens are produced:
 //                 the prefill's greedy token, then one per step.
@@ -18,6 +18,8 @@
 //                 workers run inside the region too (the plugin charges every thread that
 //                 runs while it is open: count with OMP_WAIT_POLICY=passive).
 //   --region ID   1..2047 (default 1); 0: no markers.
+//   --prefill-region ID  charge the prefill (one llama_decode of the whole prompt, one
+//                 ubatch) to region ID, 1..2047, not --region's (default 0: not counted).
 //   --logits FILE float32 little-endian rows of n_vocab: one per prompt position (the
 //                 prefill then outputs every position's logits, not only the last), then
 //                 one per decode step: (P + N) rows.
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
   std::string path, logits_path;
   std::vector<llama_token> prompt, feed;
   bool have_feed = false;
-  long steps = 8, threads = 1, region = 1, n_ctx_arg = 0;
+  long steps = 8, threads = 1, region = 1, prefill_region = 0, n_ctx_arg = 0;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -214,11 +216,12 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = num(0, 1 << 20);
     else if (a == "--threads") threads = num(1, 1024);
     else if (a == "--region") region = num(0, 2047);
+    else if (a == "--prefill-region") prefill_region = num(0, 2047);
     else if (a == "--n-ctx") n_ctx_arg = num(0, 1 << 24);
     else if (a == "--logits") logits_path = next();
     else if (a == "--verbose") g_verbose = true;
     else if (a == "-h" || a == "--help") {
-      std::printf("llama_decode GGUF --prompt IDS [--steps N] [--threads T] [--region ID] [--feed IDS] "
+      std::printf("llama_decode GGUF --prompt IDS [--steps N] [--threads T] [--region ID] [--prefill-region ID] [--feed IDS] "
                   "[--logits FILE] [--n-ctx C] [--verbose]\n");
       return 0;
     } else if (!a.empty() && a[0] != '-' && path.empty()) path = a;
@@ -226,6 +229,7 @@ int main(int argc, char** argv) {
   }
   if (path.empty()) die("no GGUF file given");
   if (prompt.empty()) die("--prompt needs at least one token id");
+  if (prefill_region && prefill_region == region) die("--prefill-region must differ from --region");
   if (have_feed && long(feed.size()) != steps)
     die("--feed has " + std::to_string(feed.size()) + " ids, --steps is " + std::to_string(steps));
   const long P = long(prompt.size());
@@ -296,7 +300,8 @@ int main(int argc, char** argv) {
   for (long i = 0; i < P; i++) pos[i] = llama_pos(i);
   llama_batch b{int32_t(P), prompt.data(), nullptr, pos.data(), nseq.data(), seqp.data(), out.data()};
   const double t1 = now_s();
-  if (int32_t rc = step_plain(ctx, b)) die("prefill llama_decode returned " + std::to_string(rc));
+  const StepFn prefill = prefill_region ? kSteps[size_t(prefill_region - 1)] : &step_plain;
+  if (int32_t rc = prefill(ctx, b)) die("prefill llama_decode returned " + std::to_string(rc));
   const double t_prefill = now_s() - t1;
   std::vector<llama_token> tokens;
   for (long i = 0; i < P; i++) {
@@ -346,13 +351,13 @@ int main(int argc, char** argv) {
   const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
   std::printf(
       "{\"program\": \"llama_decode\", \"gguf\": \"%s\", \"model_bytes\": %llu, \"n_vocab\": %d, \"n_ctx\": %u, "
-      "\"threads\": %ld, \"region\": %ld, \"prompt\": [%s], \"steps\": %ld, \"teacher_forced\": %s, "
+      "\"threads\": %ld, \"region\": %ld, \"prefill_region\": %ld, \"prompt\": [%s], \"steps\": %ld, \"teacher_forced\": %s, "
       "\"tokens\": [%s], \"logits_file\": \"%s\", \"logits_rows\": %ld, "
       "\"ggml_cpu_so\": \"%s\", \"ggml_backend\": \"%s\", \"ggml_device\": \"%s\", \"ggml_features\": {%s}, "
       "\"system_info\": \"%s\", \"load_s\": %.6g, \"prefill_s\": %.6g, \"decode_step_s\": [%s], "
       "\"decode_step_median_s\": %.6g}\n",
       json_escape(path).c_str(), (unsigned long long)llama_model_size(model), n_vocab, llama_n_ctx(ctx), threads,
-      region, join(prompt).c_str(), steps, have_feed ? "true" : "false", join(tokens).c_str(),
+      region, prefill_region, join(prompt).c_str(), steps, have_feed ? "true" : "false", join(tokens).c_str(),
       json_escape(logits_path).c_str(), lf ? P + steps : 0L, json_escape(so).c_str(),
       json_escape(ggml_backend_reg_name(reg)).c_str(), json_escape(ggml_backend_dev_description(dev)).c_str(),
       features.c_str(), json_escape(llama_print_system_info()).c_str(), t_load, t_prefill, join(t_steps).c_str(),

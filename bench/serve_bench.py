@@ -39,6 +39,12 @@ non-vector-datapath instruction at CPI_SCALAR, vector instructions by their beat
 at the achieved bandwidth of ``calibration.py`` (``policy.K1_DRAM_ACHIEVED_BYTES_PER_S``,
 fitted to published board numbers) and, for reference, at the 10.66 GB/s peak;
   time = max(compute, memory), tokens/s = output tokens of the level / time.
+
+Time to first token, per request: after each level's window, the same c requests again
+with one new token each (max_tokens / n_predict 1) in a window of their own (region
+``TTFT_REGION_BASE + c``). Its estimated time is when the last of the c requests, sent
+together, has its first token: at c = 1 each request's time to first token, at c > 1 the
+worst request's (the server prefills the c prompts, batched or one after another).
 """
 from __future__ import annotations
 
@@ -63,6 +69,7 @@ from rvv_inductor import calibration, policy  # noqa: E402  (torch-free)
 from rvv_inductor.demo import estimate  # noqa: E402  (torch-free)
 
 LEVELS = (1, 2, 4, 8)
+TTFT_REGION_BASE = 8  # the first-token window of level c is region 8 + c (serve_region.c takes 1..16)
 PROMPT_TOKENS = 32
 NEW_TOKENS = 16
 SERVERS = ("rvv-cb", "rvv-seq", "llama")
@@ -105,8 +112,17 @@ def window_estimate(region: dict, tokens: int, bandwidth: float | None = None) -
             "est_tok_s_peak_bw": tokens / s_peak if s_peak else 0.0}
 
 
+def ttft_estimate(region: dict, requests: int) -> dict:
+    """The first-token window of ``requests`` simultaneous requests: its estimated seconds at
+    the calibrated and at the peak bandwidth (the last request's time to first token)."""
+    e = window_estimate(region, requests)
+    return {"est_ttft_s": e["est_s"], "est_ttft_s_peak_bw": requests / e["est_tok_s_peak_bw"] if e["est_tok_s_peak_bw"]
+            else 0.0, "ttft_insns": e["insns"], "ttft_bound": e["bound"]}
+
+
 def summarize(plugin: dict, levels: dict) -> dict:
-    """Per concurrency level: the estimate from plugin region ``c``. ``levels`` maps the
+    """Per concurrency level: the estimate from plugin region ``c`` (and the time to first
+    token from region TTFT_REGION_BASE + c, when the run counted it). ``levels`` maps the
     concurrency (str or int) to {"tokens": output tokens, ...}."""
     out = {}
     for c, lv in levels.items():
@@ -114,6 +130,9 @@ def summarize(plugin: dict, levels: dict) -> dict:
         if reg is None:
             raise ValueError(f"plugin report has no region {c} (regions: {sorted(plugin.get('regions', {}))})")
         out[str(c)] = dict(lv, **window_estimate(reg, lv["tokens"]))
+        first = plugin.get("regions", {}).get(str(TTFT_REGION_BASE + int(c)))
+        if first is not None:
+            out[str(c)].update(ttft_estimate(first, int(c)))
     first, last = str(min(int(k) for k in out)), str(max(int(k) for k in out))
     ratio = out[last]["est_tok_s"] / out[first]["est_tok_s"] if out[first]["est_tok_s"] else 0.0
     return {"levels": out, "ratio_first_last": ratio, "ratio_levels": [int(first), int(last)]}
@@ -330,27 +349,27 @@ class Run:
         self.load_s = time.monotonic() - self.t_start
         self.log(f"{self.kind}: ready after {self.load_s:.0f} s (emulated wall time)")
 
-    def request(self, ids: list[int]) -> int:
+    def request(self, ids: list[int], new_tokens: int = NEW_TOKENS) -> int:
         """One request; returns the output tokens the server reports."""
         if self.kind == "llama":
             r = _post(f"http://127.0.0.1:{self.port}/completion",
-                      {"prompt": ids, "n_predict": NEW_TOKENS, "temperature": 0, "top_k": 1, "ignore_eos": True,
+                      {"prompt": ids, "n_predict": new_tokens, "temperature": 0, "top_k": 1, "ignore_eos": True,
                        "cache_prompt": False, "return_tokens": True}, timeout=7200)
             if r.get("tokens_evaluated") not in (None, len(ids)):
                 raise RuntimeError(f"llama-server evaluated {r['tokens_evaluated']} prompt tokens, not {len(ids)}")
             return int(r["tokens_predicted"])
         r = _post(f"http://127.0.0.1:{self.port}/v1/completions",
-                  {"model": self.model_id, "prompt": " ".join(f"t{i}" for i in ids), "max_tokens": NEW_TOKENS,
+                  {"model": self.model_id, "prompt": " ".join(f"t{i}" for i in ids), "max_tokens": new_tokens,
                    "temperature": 0}, timeout=7200)
         u = r["usage"]
         if u["prompt_tokens"] != len(ids):
             raise RuntimeError(f"the server counted {u['prompt_tokens']} prompt tokens, not {len(ids)}")
         return int(u["completion_tokens"])
 
-    def mix(self, prompts: list[list[int]], c: int) -> tuple[int, float]:
+    def mix(self, prompts: list[list[int]], c: int, new_tokens: int = NEW_TOKENS) -> tuple[int, float]:
         t0 = time.monotonic()
         with cf.ThreadPoolExecutor(c) as ex:
-            toks = list(ex.map(self.request, prompts[:c]))
+            toks = list(ex.map(lambda ids: self.request(ids, new_tokens), prompts[:c]))
         return sum(toks), time.monotonic() - t0
 
     def stop(self, timeout: float = 600) -> None:
@@ -386,6 +405,13 @@ class Run:
             self.ctl.send(f"c {c}")
             levels[c] = {"requests": c, "tokens": n, "emulated_wall_s": round(s, 1)}
             self.log(f"{self.kind}: counted c={c}: {n} tokens in {s:.0f} s (emulated)")
+            # The time to first token: the same requests, one new token each, in a window of their own.
+            self.ctl.send(f"o {TTFT_REGION_BASE + c}")
+            n1, s1 = self.mix(meas, c, new_tokens=1)
+            self.ctl.send(f"c {TTFT_REGION_BASE + c}")
+            if n1 != c:
+                raise RuntimeError(f"{self.kind}: the first-token window produced {n1} tokens for {c} requests")
+            levels[c]["ttft_emulated_wall_s"] = round(s1, 1)
         return levels
 
 
@@ -525,14 +551,20 @@ def markdown(res: dict) -> str:
          f"{bw / 1e9:.2f} GB/s (calibration.py, fitted to `{res['calibration']['reference']}`); the peak-bandwidth "
          f"column uses {res['calibration']['peak'] / 1e9:.2f} GB/s. Tokens/s are summed over the level's requests.", "",
          "| server | c | output tokens | instructions / token | busiest thread insns / token | threads | "
-         "DRAM bytes / token | bound | **est. K1 tok/s** (calibrated) | est. tok/s (peak BW) | emulated wall s |",
-         "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+         "DRAM bytes / token | bound | **est. K1 tok/s** (calibrated) | est. tok/s (peak BW) | "
+         "**est. TTFT s** (calibrated; last of c) | est. TTFT s (peak BW) | emulated wall s |",
+         "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     for kind, s in res["servers"].items():
         for c, lv in sorted(s["levels"].items(), key=lambda kv: int(kv[0])):
+            ttft = (f"**{lv['est_ttft_s']:.2f}** | {lv['est_ttft_s_peak_bw']:.2f}" if "est_ttft_s" in lv
+                    else "not counted | -")
             L.append(f"| {kind} | {c} | {lv['tokens']} | {lv['insns_per_token'] / 1e6:.1f} M | "
                      f"{lv['max_thread_insns_per_token'] / 1e6:.1f} M | {lv['threads_active']} | "
                      f"{lv['dram_bytes_per_token'] / 2**20:.2f} MiB | {lv['bound']} | **{lv['est_tok_s']:.1f}** | "
-                     f"{lv['est_tok_s_peak_bw']:.1f} | {lv['emulated_wall_s']:.0f} (emulated) |")
+                     f"{lv['est_tok_s_peak_bw']:.1f} | {ttft} | {lv['emulated_wall_s']:.0f} (emulated) |")
+    L += ["", f"TTFT: the estimated time until the last of c requests sent together has its first token "
+          f"({res['prompt_tokens']}-token prompts, a window of its own with one new token per request): at c = 1 "
+          "each request's time to first token. An ESTIMATE with the same model and bandwidths as the throughput."]
     L += ["", "Throughput at the highest concurrency over concurrency 1 (estimate; issue 15's goal: >= 3x):", ""]
     for kind, s in res["servers"].items():
         a, b = s["ratio_levels"]

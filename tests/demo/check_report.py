@@ -162,18 +162,41 @@ if counted:
                 check(per_tok >= 0.9 * lin_bytes, f"{name}: Linear read {per_tok} bytes per step < weights")
     # The two K1 columns against an independent recomputation from the raw plugin counts.
     cspec = dict(rep["count_spec"])
+    drivers = set(LLAMA) | set(PACKAGE)
+    long_p = cspec.get("count_prefill") or 0
     for name, m in modes.items():
         if not m["counts"]:
             continue
         want = recompute.estimates(d, name, cspec, dims["num_hidden_layers"])
         check(want is not None, f"{name}: counts in the report but no raw counts in {d}")
         for c in m["counts"] if want else []:
-            for key, v in want.get(c["batch"], {}).items():
+            key_of = c["threads"] if name in drivers else c["batch"]  # a driver: one row per thread count
+            check(key_of in want, f"{name}: row {key_of} not recomputed")
+            for key, v in want.get(key_of, {}).items():
                 got = c.get(key)
                 ok = (v is None and got is None) or (v is not None and got is not None and abs(got / v - 1) < 1e-6)
-                check(ok, f"{name} batch {c['batch']}: {key} {got} != {v} recomputed from the raw counts")
-            check(c["est_decode_tok_s"] <= c["est_decode_tok_s_ceiling"] * (1 + 1e-9),
-                  f"{name}: the calibrated estimate exceeds the ceiling")
+                check(ok, f"{name} {key_of}: {key} {got} != {v} recomputed from the raw counts")
+            for kind in ("decode", "prompt"):
+                if c.get(f"est_{kind}_tok_s") is not None:  # more bandwidth, never slower
+                    check(c[f"est_{kind}_tok_s"] <= c[f"est_{kind}_tok_s_dram_fit"] * (1 + 1e-9)
+                          <= c[f"est_{kind}_tok_s_ceiling"] * (1 + 1e-9) ** 2,
+                          f"{name}: {kind} estimates not ordered by bandwidth")
+        # Equal thread counts: llama.cpp and the package at the K1's cores (as the torch
+        # modes) and at 4 (IME boards); the torch modes at the K1's cores.
+        threads = sorted(c.get("threads") for c in m["counts"])
+        check(threads == ([4, policy.K1_CORES] if name in drivers else [policy.K1_CORES] * len(m["counts"])),
+              f"{name}: counted at threads {threads}")
+        # The long prompt (time to first token), where the run asked for it.
+        if long_p and name != "eager" and name != "whole" and LLAMA.get(name) != "bf16":
+            rows = [c for c in m["counts"] if c["batch"] == 1]
+            check(rows and all(c.get("long_prompt") == long_p and c["est_prompt_tok_s"] > 0 for c in rows),
+                  f"{name}: no {long_p}-token prompt estimate")
+            for c in rows:
+                pr = (c.get("prompt_rest") or {})
+                # A prompt reads every weight byte at least once (the Linear regions, or the driver's whole step).
+                read = sum((x or {}).get("bytes_read", 0) for x in (c.get("prompt_linear"), pr)) * long_p
+                check(read >= 0.9 * m["weight_bytes_step"], f"{name}: the prompt read {read} bytes < the weights "
+                      f"{m['weight_bytes_step']}")
     k = rep["k1_model"]
     check(k["dram_bytes_s"] == policy.K1_DRAM_BYTES_PER_S and k["dram_achieved_bytes_s"] ==
           policy.K1_DRAM_ACHIEVED_BYTES_PER_S and k["headline"] == "achieved", f"k1 model {k}")
@@ -188,16 +211,38 @@ if counted:
         if r["key"] != cal["reference"]:
             errs.append(abs(pred / r["published_tok_s"] - 1))
     check(errs and abs(cal["max_abs_error"] - max(errs)) < 1e-9, f"calibration worst error {cal['max_abs_error']}")
+    # The DRAM-bound fit: the geometric mean of the BF16 programs' implied bandwidths, its
+    # residuals on every row.
+    db = cal["dram_bound"]
+    keys = db["reference"].split(",")
+    bf = [r for r in db["rows"] if r["key"] in keys]
+    gm = 1.0
+    for r in bf:
+        gm *= (r["published_tok_s"] * r["weight_bytes"]) ** (1 / len(bf))
+    check(len(bf) == len(keys) and abs(db["bandwidth"] / gm - 1) < 1e-3 and abs(k["dram_fit_bytes_s"] / gm - 1) < 1e-3,
+          f"DRAM-bound fit {db['bandwidth']} != geometric mean {gm}")
+    for r in db["rows"]:
+        check(abs(r["error"] - (db["bandwidth"] / r["weight_bytes"] / r["published_tok_s"] - 1)) < 1e-9, f"dram row {r}")
     text = (d / "report.txt").read_text()
     for needle in ("K1 ceiling (10.66 GB/s peak)", f"K1 as achieved (calibrated {k['dram_achieved_bytes_s'] / 1e9:.2f} "
-                   "GB/s) = HEADLINE", f"worst {cal['max_abs_error']:.0%}"):
+                   "GB/s) = HEADLINE", f"worst {cal['max_abs_error']:.0%}", f"DRAM-bound fit {db['bandwidth'] / 1e9:.3f}",
+                   "serial ms"):
         check(needle in text, f"report.txt lacks {needle!r}")
+    if long_p:
+        check(f"Time to first token, one {long_p}-token prompt" in text, "report.txt lacks the time-to-first-token table")
     if "regional" in modes and modes["regional"]["counts"] and modes["eager"]["counts"]:
         rl = modes["regional"]["counts"][0]["decode_linear"]["insns"]
         el = modes["eager"]["counts"][0]["decode_linear"]["insns"]
         check(rl < el, f"regional Linear instructions {rl} not below eager's {el}")
 
 rows = list(csv.DictReader(open(d / "report.csv")))
+if counted and (rep["count_spec"].get("count_prefill") or 0):
+    for r in rows:  # TTFT = prompt / prompt rate, in every bandwidth column
+        if r["long_prompt"]:
+            for sfx in ("achieved", "dram_fit", "ceiling"):
+                want_t = int(r["long_prompt"]) / float(r[f"est_k1_prompt_tok_s_{sfx}"])
+                check(abs(float(r[f"est_k1_ttft_s_{sfx}"]) - want_t) <= 1e-3 * want_t + 1e-3, f"csv TTFT {r}")
+    check(any(r["long_prompt"] for r in rows), "csv: no time-to-first-token row")
 check(len(rows) == sum(max(len(m["workloads"]), 1) for m in modes.values()), "csv rows")
 for r in rows:
     m = modes[r["mode"]]

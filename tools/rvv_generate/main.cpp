@@ -170,6 +170,12 @@ int main(int argc, char** argv) {
                                        ? " (" + std::to_string(starts[0].rows) + " of them the prompt's)"
                                        : std::string())).c_str(),
                 decode_s, decode_steps, decode_steps ? decode_s / decode_steps : 0.0, at::get_num_threads());
+    // Time to first token as this run saw it: the prompt's prefill up to the first token's
+    // logits (the argmax after it is negligible). Wall clock, so it is the board's time only
+    // when run on the board; for the K1 estimate from counted work see bench/README.md.
+    std::printf("ttft_s: %.3f (%zu-token prompt, %.2f prompt tok/s; wall clock of this run: the board's time on "
+                "riscv64 hardware, emulated time under QEMU, not a K1 estimate)\n",
+                prefill_s, o.prompt_ids.size(), prefill_s > 0 ? o.prompt_ids.size() / prefill_s : 0.0);
   } catch (const std::exception& e) {
     if (dump) std::fclose(dump);
     std::fprintf(stderr, "rvv-generate: %s\n", first_line(e.what()).c_str());

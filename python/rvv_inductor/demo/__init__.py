@@ -26,9 +26,11 @@ from .progress import Plan, expected_seconds
 
 # eager first: the other modes compare with its results
 MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES) + tuple(worker.PACKAGE_MODES)
-DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0")
-# --full adds the AOTInductor package (its export compiles the whole decode step with g++
-# under emulation: minutes even for the tiny model, past the default's 20-minute budget).
+# The default run includes the INT4 AOTInductor package (beside llama.cpp Q4_0: the two
+# programs without Python); --full adds the BF16 one (each export compiles the decode and
+# prefill steps with g++ under emulation: minutes even for the tiny model).
+DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0",
+                 "package-int4")
 FULL_MODES = DEFAULT_MODES + ("package",)
 # The CI smoke test takes each code path once (INT8 runs INT4's, in another format), to
 # stay near its ~12-minute budget.
@@ -40,10 +42,14 @@ QUICK_MODES = ("eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0", 
 # then find the regional artifacts in the Inductor cache (its key holds the thread count,
 # the prompt sets the M buckets) instead of compiling them again under the plugin, which
 # took 13 of the default run's 22.6 minutes. --quick (CI, not counted) keeps one thread.
-DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=0, threads=K1_CORES)
+# count_prefill: the long prompt counted for the time to first token (batch 1, regional
+# modes, the package and llama.cpp), as llama-bench's pp512.
+DEFAULT = dict(config="tiny", batch=[1], prompt=[16], steps=4, count_steps=1, count_prompt=0, threads=K1_CORES,
+               count_prefill=512)
 FULL = dict(config="small", batch=[1, 2, 4], prompt=[32, 128], steps=8, count_steps=2, count_prompt=0,
-            threads=K1_CORES)
-QUICK = dict(config="tiny", batch=[1], prompt=[8], steps=3, count_steps=1, count_prompt=0, threads=1)
+            threads=K1_CORES, count_prefill=512)
+QUICK = dict(config="tiny", batch=[1], prompt=[8], steps=3, count_steps=1, count_prompt=0, threads=1,
+             count_prefill=0)
 
 
 def _ints(s: str) -> list[int]:
@@ -84,6 +90,9 @@ def parser() -> argparse.ArgumentParser:
                    "--full 2)")
     p.add_argument("--count-prompt", type=int,
                    help="prompt length in the counting runs (default 8; --full: the shortest --prompt)")
+    p.add_argument("--count-prefill", type=int, metavar="P",
+                   help="the long prompt counted for the time to first token (batch 1; regional modes, package, "
+                        "llama.cpp; default 512, --quick: 0 = none)")
     p.add_argument("--count-layers", type=_ints, metavar="A,B",
                    help="count at A and B decoder layers (same dimensions) and extrapolate linearly to the "
                         "model's depth; for deep --config models whose full-depth counting would take hours "
@@ -107,11 +116,11 @@ def make_spec(a) -> dict:
         a.batch = a.prompt = a.steps = None
     if a.model is None:
         a.config = a.config or preset["config"]
-    for k in ("batch", "prompt", "steps", "count_steps", "count_prompt", "threads"):
+    for k in ("batch", "prompt", "steps", "count_steps", "count_prompt", "threads", "count_prefill"):
         if getattr(a, k) is None:
             setattr(a, k, preset[k])
-    if a.steps < 1 or a.count_steps < 1 or a.count_prompt < 0:
-        raise models.DemoInputError("--steps and --count-steps must be >= 1, --count-prompt >= 0")
+    if a.steps < 1 or a.count_steps < 1 or a.count_prompt < 0 or a.count_prefill < 0:
+        raise models.DemoInputError("--steps and --count-steps must be >= 1, --count-prompt and --count-prefill >= 0")
     if a.layers is not None and a.layers < 1:
         raise models.DemoInputError("--layers must be >= 1")
     if a.modes is None:
@@ -123,7 +132,8 @@ def make_spec(a) -> dict:
     modes = ["eager"] + [m for m in MODES[1:] if m in modes]
     spec = {"seed": a.seed, "batches": a.batch, "prompts": a.prompt, "steps": a.steps, "modes": modes,
             "threads": a.threads, "quick": a.quick, "full": a.full, "out": str(Path(a.out).resolve()),
-            "count_steps": a.count_steps, "count_prompt": a.count_prompt or min(a.prompt)}
+            "count_steps": a.count_steps, "count_prompt": a.count_prompt or min(a.prompt),
+            "count_prefill": a.count_prefill}
     if a.model:
         cfg = models.inspect_checkpoint(a.model)
         if a.layers:
@@ -134,8 +144,8 @@ def make_spec(a) -> dict:
         cfg = models.config_dict(name, a.layers)
         spec.update(config=cfg, source=f"--config {name}" + (f" --layers {a.layers}" if a.layers else "")
                     + f", random weights (seed {a.seed})")
-    if max(a.prompt) + a.steps + 1 > cfg.get("max_position_embeddings", 32768):
-        raise models.DemoInputError("prompt + steps exceed the model's max_position_embeddings")
+    if max(max(a.prompt) + a.steps, a.count_prefill) + 1 > cfg.get("max_position_embeddings", 32768):
+        raise models.DemoInputError("prompt + steps (or --count-prefill) exceed the model's max_position_embeddings")
     spec["vocab_size"] = cfg["vocab_size"]
     spec["n_params_expected"] = models.param_count({**cfg, "num_key_value_heads": cfg.get("num_key_value_heads",
                                                                                          cfg["num_attention_heads"])})
@@ -191,10 +201,20 @@ def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str
         want = [m for m in count_modes.split(",") if m] or [m for m in spec["modes"] if m != "whole" or spec["full"]]
         ctok = max(spec["batches"][:worker.MAX_COUNTED_BATCHES]) * (spec["count_prompt"] + spec["count_steps"])
         runs = spec["count_runs"] or [{"tag": ""}]
+        long_p = spec.get("count_prefill") or 0
         for m in spec["modes"]:
-            if m in want:
-                for r in ([{"tag": ""}] if m in worker.DRIVER_MODES else runs):
-                    stages.append((f"count:{m}{r['tag']}", expected_seconds("count", m, n, ctok)))
+            if m not in want:
+                continue
+            if m in worker.DRIVER_MODES:  # worker._write_*_count_runs: decode and the long prompt per thread count
+                depths = [""] if m in worker.PACKAGE_MODES else [r["tag"] for r in runs]
+                for t in worker.count_threads(spec):
+                    stages.append((f"count:{m}-t{t}", expected_seconds("count", m, n, ctok)))
+                    stages += [(f"count:{m}-prompt-t{t}{d}", expected_seconds("count-prompt", m, n, long_p))
+                               for d in depths if long_p]
+            else:
+                for r in runs:
+                    stages.append((f"count:{m}{r['tag']}", expected_seconds("count", m, n, ctok)
+                                   + (expected_seconds("count-prompt", m, n, long_p) if long_p and m != "eager" else 0)))
     return stages
 
 

@@ -215,9 +215,10 @@ def write_gguf(model, path, fmt) -> dict:
 
 
 def decode_argv(gguf_path, prompt_ids: list[int], steps: int, threads: int, region: int,
-                logits_path=None, *, feed: list[int] | None = None) -> list[str]:
-    """The driver's command line: prefill ``prompt_ids``, then ``steps`` decode steps
-    (greedy, or teacher-forced with ``feed``), each in marker region ``region`` (0: none)."""
+                logits_path=None, *, feed: list[int] | None = None, prefill_region: int = 0) -> list[str]:
+    """The driver's command line: prefill ``prompt_ids`` (in marker region
+    ``prefill_region``, 0: none), then ``steps`` decode steps (greedy, or teacher-forced with
+    ``feed``), each in marker region ``region`` (0: none)."""
     exe = driver()
     if exe is None:
         raise RuntimeError(unavailable())
@@ -225,6 +226,8 @@ def decode_argv(gguf_path, prompt_ids: list[int], steps: int, threads: int, regi
         raise ValueError("decode_argv: empty prompt")
     argv = [exe, os.fspath(gguf_path), "--prompt", ",".join(str(int(t)) for t in prompt_ids),
             "--steps", str(int(steps)), "--threads", str(int(threads)), "--region", str(int(region))]
+    if prefill_region:
+        argv += ["--prefill-region", str(int(prefill_region))]
     if feed is not None:
         argv += ["--feed", ",".join(str(int(t)) for t in feed)]
     if logits_path is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import calibration, policy
 from . import estimate
 from .worker import (DECODE_LINEAR, DECODE_REST, DRIVER_MODES, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
-                     PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, region_id)
+                     PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, region_id)
 
 ULPS = 4  # tolerance: BF16 ulps at the largest eager logit (see tests/python/test_transformers.py)
 RAW_COUNTERS = ("insns", "vector_insns", "vsetvl", "vbeats", "bytes_read", "bytes_written", "dram_read_bytes",
@@ -19,7 +19,7 @@ RAW_COUNTERS = ("insns", "vector_insns", "vsetvl", "vbeats", "bytes_read", "byte
 # Every additive counter of a region: the plugin's totals over all threads, and the busiest
 # thread's in-order cycles (estimate.thread_view), which extrapolate and divide per token
 # like the rest.
-COUNTERS = RAW_COUNTERS + ("max_thread_cycles",)
+COUNTERS = RAW_COUNTERS + ("max_thread_cycles", "serial_cycles", "parallel_cycles")
 
 
 def bf16_ulp(x: float) -> float:
@@ -93,54 +93,101 @@ def load_regions(out: Path, mode: str, cspec: dict) -> dict | None:
                        cspec["dims"]["num_hidden_layers"])
 
 
-def counted_driver(out: Path, mode: str) -> list[dict] | None:
-    """Per-token counters of a mode run by an external program (llama.cpp's decode driver,
-    rvv-generate): it charges every decode token to LLAMACPP_REGION (batch 1, every thread
-    counted); the counting argv records how many steps."""
-    path, argv = out / f"counts-{mode}.json", out / f"count-argv-{mode}.json"
-    if not (path.is_file() and argv.is_file()):
-        return None
-    run = json.loads(argv.read_text())
-    reg = json.loads(path.read_text()).get("regions", {}).get(str(run.get("region", LLAMACPP_REGION)))
-    if not reg:
-        return None
-    dec = _per(derive(reg), run["steps"])
-    est = estimate.estimates(None, dec, 1)
-    # rvv-generate also charges its whole prefill to a region of its own (prefill_region).
-    pre = pre_est = None
-    pre_reg = json.loads(path.read_text()).get("regions", {}).get(str(run["prefill_region"])) \
-        if run.get("prefill_region") else None
-    if pre_reg:
-        p = run["prompt"]
-        pre = _per(derive(pre_reg), p)
-        pre_est = estimate.estimates(None, {k: v * p if k in COUNTERS else v for k, v in pre.items()}, p)
-    backend = None  # the driver's JSON line: which ggml CPU variant the counting QEMU loaded
-    stdout = out / f"count-{mode}.stdout"
+def _driver_backend(out: Path, mode: str, tag: str) -> str | None:
+    """The driver's JSON line of a counting run: which ggml CPU variant the counting QEMU loaded."""
+    stdout = out / f"count-{mode}{tag}.stdout"
     if stdout.is_file():
         lines = [ln for ln in stdout.read_text(errors="replace").splitlines() if ln.startswith("{")]
         if lines:
             try:
-                backend = json.loads(lines[-1]).get("ggml_cpu_so")
+                return json.loads(lines[-1]).get("ggml_cpu_so")
             except ValueError:
                 pass
-    return [{"batch": 1, "prompt": run["prompt"], "decode_linear": None, "decode_rest": dec, "backend": backend,
-             "decode_calls": reg.get("calls"), "prefill_linear": None, "prefill_rest": pre,
-             **_est_keys("decode", est), **_est_keys("prefill", pre_est)}]
+    return None
+
+
+def _driver_regions(out: Path, mode: str, tag: str) -> dict | None:
+    path = out / f"counts-{mode}{tag}.json"
+    if not path.is_file():
+        return None
+    return {rid: derive(r) for rid, r in json.loads(path.read_text()).get("regions", {}).items()}
+
+
+def counted_driver(out: Path, mode: str, cspec: dict) -> list[dict] | None:
+    """Per-token counters of a mode run by an external program (llama.cpp's decode driver,
+    rvv-generate), one row per thread count it was counted at (worker.count_threads): its
+    decode run charges every decode token to the run's region (batch 1, every thread
+    counted), and, for rvv-generate, the counting prompt's prefill to prefill_region; its
+    long-prompt run charges the whole long prompt to prefill_region, counted at full depth
+    or, with --count-layers, at two depths and extrapolated."""
+    argv = out / f"count-argv-{mode}.json"
+    if not argv.is_file():
+        return None
+    spec_runs = json.loads(argv.read_text())
+    runs = spec_runs.get("runs") or [dict(spec_runs, tag="", kind="decode", threads=1)]  # older: one 1-thread run
+    rows = []
+    for t in sorted({r["threads"] for r in runs}, reverse=True):
+        dec_run = next((r for r in runs if r["threads"] == t and r["kind"] == "decode"), None)
+        regs = _driver_regions(out, mode, dec_run["tag"]) if dec_run else None
+        reg = (regs or {}).get(str(dec_run.get("region", LLAMACPP_REGION))) if dec_run else None
+        if not reg:
+            continue
+        dec = _per(reg, dec_run["steps"])
+        pre = pre_est = None
+        if dec_run.get("prefill_region") and (regs or {}).get(str(dec_run["prefill_region"])):
+            p = dec_run["prompt"]
+            pre = _per(regs[str(dec_run["prefill_region"])], p)
+            pre_est = estimate.estimates(None, _scale(pre, p), p)
+        row = {"batch": 1, "threads": t, "prompt": dec_run["prompt"], "decode_linear": None, "decode_rest": dec,
+               "backend": _driver_backend(out, mode, dec_run["tag"]), "decode_calls": reg.get("calls"),
+               "prefill_linear": None, "prefill_rest": pre,
+               **_est_keys("decode", estimate.estimates(None, dec, 1)), **_est_keys("prefill", pre_est)}
+        row.update(_driver_long_prompt(out, mode, cspec, [r for r in runs if r["threads"] == t and r["kind"] == "prompt"]))
+        rows.append(row)
+    return rows or None
+
+
+def _driver_long_prompt(out: Path, mode: str, cspec: dict, runs: list[dict]) -> dict:
+    """The long prompt of a driver at one thread count: counters per prompt token and its
+    estimate ({} when it was not counted)."""
+    if not runs:
+        return {}
+    region = str(runs[0]["prefill_region"])
+    per_run = [(_driver_regions(out, mode, r["tag"]) or {}).get(region) for r in runs]
+    if not all(per_run):
+        return {}
+    p = runs[0]["prompt"]
+    if len(runs) == 1:
+        whole = per_run[0]
+    else:  # --count-layers: the same two depths as the torch modes' runs
+        depth = {r["tag"]: r["layers"] for r in cspec.get("runs") or []}
+        (a, ra), (b, rb) = sorted(((depth[r["layers_tag"]], g) for r, g in zip(runs, per_run)), key=lambda x: x[0])
+        whole = extrapolate({"x": ra}, {"x": rb}, a, b, cspec["dims"]["num_hidden_layers"])["x"]
+    per = _per(whole, p)
+    return {"long_prompt": p, "prompt_linear": None, "prompt_rest": per,
+            **_est_keys("prompt", estimate.estimates(None, _scale(per, p), p))}
+
+
+def _scale(d: dict | None, n: float) -> dict | None:
+    """Per-token counters -> one step of n tokens."""
+    return {k: v * n if k in COUNTERS else v for k, v in d.items()} if d else None
 
 
 def _est_keys(kind: str, est: dict | None) -> dict:
-    """est_<kind>_tok_s (the headline: calibrated bandwidth), est_<kind>_tok_s_ceiling (peak
-    bandwidth) and est_<kind> (both estimates in full)."""
-    if est is None:
-        return {f"est_{kind}_tok_s": None, f"est_{kind}_tok_s_ceiling": None, f"est_{kind}": None}
-    return {f"est_{kind}_tok_s": est[estimate.HEADLINE]["tok_s"],
-            f"est_{kind}_tok_s_ceiling": est[estimate.PEAK[0]]["tok_s"], f"est_{kind}": est}
+    """est_<kind>_tok_s (the headline: the conservative calibrated bandwidth),
+    est_<kind>_tok_s_ceiling (peak bandwidth), est_<kind>_tok_s_dram_fit (the DRAM-bound
+    fit) and est_<kind> (every estimate in full)."""
+    keys = {f"est_{kind}_tok_s": estimate.HEADLINE, f"est_{kind}_tok_s_ceiling": estimate.PEAK[0],
+            f"est_{kind}_tok_s_dram_fit": estimate.DRAM_FIT[0]}
+    out = {k: (est[b]["tok_s"] if est else None) for k, b in keys.items()}
+    out[f"est_{kind}"] = est
+    return out
 
 
 def counted(out: Path, mode: str, cspec: dict) -> list[dict] | None:
     """Per-token counters (decode and prefill, Linear and the rest) for each batch size."""
     if mode in DRIVER_MODES:
-        return counted_driver(out, mode)
+        return counted_driver(out, mode, cspec)
     regions = load_regions(out, mode, cspec)
     if regions is None:
         return None
@@ -153,13 +200,18 @@ def counted(out: Path, mode: str, cspec: dict) -> list[dict] | None:
         dec_l, dec_r = _per(g(DECODE_LINEAR), steps * b), _per(g(DECODE_REST), steps * b)
         pre_l, pre_r = _per(g(PREFILL_LINEAR), b * p), _per(g(PREFILL_REST), b * p)
         # The estimate wants one step: a decode step of b tokens, a prefill of b*p tokens.
-        scale = lambda d, n: ({k: v * n if k in COUNTERS else v for k, v in d.items()}  # noqa: E731
-                              if d else None)
-        dec_est = estimate.estimates(scale(dec_l, b), scale(dec_r, b), b)
-        pre_est = estimate.estimates(scale(pre_l, b * p), scale(pre_r, b * p), b * p)
-        rows.append({"batch": b, "prompt": p, "decode_linear": dec_l, "decode_rest": dec_r,
-                     "prefill_linear": pre_l, "prefill_rest": pre_r,
-                     **_est_keys("decode", dec_est), **_est_keys("prefill", pre_est)})
+        dec_est = estimate.estimates(_scale(dec_l, b), _scale(dec_r, b), b)
+        pre_est = estimate.estimates(_scale(pre_l, b * p), _scale(pre_r, b * p), b * p)
+        row = {"batch": b, "threads": policy.K1_CORES, "prompt": p, "decode_linear": dec_l, "decode_rest": dec_r,
+               "prefill_linear": pre_l, "prefill_rest": pre_r,
+               **_est_keys("decode", dec_est), **_est_keys("prefill", pre_est)}
+        long_p = cspec.get("count_prefill") or 0
+        if b == 1 and long_p and regions.get(str(PROMPT_REST)):
+            # The long prompt (worker._count_long_prompt): batch 1, its own regions.
+            pl, pr = _per(regions.get(str(PROMPT_LINEAR)), long_p), _per(regions[str(PROMPT_REST)], long_p)
+            row.update({"long_prompt": long_p, "prompt_linear": pl, "prompt_rest": pr,
+                        **_est_keys("prompt", estimate.estimates(_scale(pl, long_p), _scale(pr, long_p), long_p))})
+        rows.append(row)
     return rows
 
 
@@ -217,7 +269,8 @@ def write(out: Path) -> int:
         return 1
     eager = torch.load(out / "logits-eager.pt")
     empty = out / f"result-{EMPTY}.json"
-    rep = {"spec": spec, "count_spec": {k: cspec.get(k) for k in ("prompts", "steps", "batches", "runs")},
+    rep = {"spec": spec, "count_spec": {k: cspec.get(k) for k in ("prompts", "steps", "batches", "runs",
+                                                                   "count_prefill")},
            "empty_rss_peak_kib": json.loads(empty.read_text())["rss_peak_kib"] if empty.is_file() else None,
            "modes": {}, "board_numbers_tok_s": estimate.BOARD_NUMBERS,
            "k1_model": _k1_model(),
@@ -300,15 +353,22 @@ def _emit(out: Path, rep: dict) -> None:
 def _k1_model() -> dict:
     return {"clock_hz": policy.K1_CLOCK_HZ, "dlen": policy.K1_DLEN_BITS, "cores": policy.K1_CORES,
             "dram_bytes_s": policy.K1_DRAM_BYTES_PER_S, "dram_achieved_bytes_s": policy.K1_DRAM_ACHIEVED_BYTES_PER_S,
+            "dram_fit_bytes_s": policy.K1_DRAM_FIT_BYTES_PER_S,
             "cpi_scalar": policy.CPI_SCALAR, "headline": estimate.HEADLINE}
 
 
 def _calibration() -> dict:
-    """The calibrated bandwidth's fit and its error on the other published board numbers."""
-    s = calibration.summary()
-    return {k: s[k] for k in ("bandwidth", "reference", "max_abs_error", "worst", "within_tolerance", "tolerance")} | {
-        "rows": [{k: r[k] for k in ("key", "published_tok_s", "weight_bytes", "predicted_tok_s", "error")}
-                 for r in s["rows"]]}
+    """The calibrated bandwidth's fit and its error on the other published board numbers,
+    the DRAM-bound fit with its residuals, and the compute side's check."""
+    def fit(s: dict) -> dict:
+        return {k: s[k] for k in ("bandwidth", "reference", "max_abs_error", "worst", "within_tolerance", "tolerance",
+                                  "rms_log_error")} | {
+            "rows": [{k: r[k] for k in ("key", "published_tok_s", "weight_bytes", "predicted_tok_s", "error")}
+                     for r in s["rows"]]}
+    out = fit(calibration.summary())
+    out["dram_bound"] = fit(calibration.summary(policy.K1_DRAM_FIT_BYTES_PER_S, calibration.DRAM_BOUND))
+    out["compute"] = calibration.compute_checks()
+    return out
 
 
 def _write_csv(out: Path, rep: dict) -> None:
@@ -316,15 +376,24 @@ def _write_csv(out: Path, rep: dict) -> None:
             "diff_bf16_ulps", "decisive_positions", "decisive_agree", "top1_agree", "positions", "compile_s",
             "artifacts", "rss_peak_mib", "rss_over_empty_mib", "param_bytes", "packed_bytes",
             "weight_bytes_per_token", "decode_insns_per_token_linear", "decode_insns_per_token_rest",
-            "decode_dram_bytes_per_token", "count_prompt", "est_k1_decode_tok_s_achieved", "est_k1_decode_tok_s_ceiling",
-            "est_k1_prefill_tok_s_achieved", "est_k1_prefill_tok_s_ceiling",
+            "decode_dram_bytes_per_token", "count_prompt", "count_threads", "est_k1_decode_tok_s_achieved",
+            "est_k1_decode_tok_s_ceiling", "est_k1_decode_tok_s_dram_fit",
+            "est_k1_prefill_tok_s_achieved", "est_k1_prefill_tok_s_ceiling", "est_k1_decode_serial_s_achieved",
+            "long_prompt", "est_k1_prompt_tok_s_achieved", "est_k1_prompt_tok_s_dram_fit", "est_k1_prompt_tok_s_ceiling",
+            "est_k1_ttft_s_achieved", "est_k1_ttft_s_dram_fit", "est_k1_ttft_s_ceiling",
+            "est_k1_decode_tok_s_achieved_4t", "est_k1_prompt_tok_s_achieved_4t", "est_k1_ttft_s_achieved_4t",
             "backend", "unavailable"]
     with open(out / "report.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for mode, m in rep["modes"].items():
             agr = {(a["batch"], a["prompt"]): a for a in m.get("agreement") or []}
-            cnt = {c["batch"]: c for c in m["counts"] or []}
+            # counted once per batch size (a driver: per thread count, the first is the K1's cores)
+            cnt, four = {}, None
+            for c in m["counts"] or []:
+                cnt.setdefault(c["batch"], c)
+                if c.get("threads") == 4 and c is not cnt[c["batch"]]:
+                    four = c
             rows = m["workloads"] or [{"batch": "", "prompt": ""}]  # an unavailable mode: one row saying why
             for wl in rows:
                 a = agr.get((wl["batch"], wl["prompt"]), {})
@@ -342,12 +411,27 @@ def _write_csv(out: Path, rep: dict) -> None:
                             _f(rss / 1024 if rss else None, 0), _f(over / 1024 if over else None, 0),
                             m.get("param_bytes") or "", m["packed_bytes"], _f(wbt, 0),
                             _f(dl["insns"] if dl else None, 0), _f(dr["insns"] if dr else None, 0),
-                            _f(dram if c else None, 0), c["prompt"] if c else "",
+                            _f(dram if c else None, 0), c["prompt"] if c else "", c.get("threads", "") if c else "",
                             _f(c["est_decode_tok_s"] if c else None, 3),
                             _f(c["est_decode_tok_s_ceiling"] if c else None, 3),
+                            _f(c.get("est_decode_tok_s_dram_fit") if c else None, 3),
                             _f(c["est_prefill_tok_s"] if c else None, 2),
-                            _f(c["est_prefill_tok_s_ceiling"] if c else None, 2), m.get("backend") or "",
-                            m.get("unavailable") or ""])
+                            _f(c["est_prefill_tok_s_ceiling"] if c else None, 2),
+                            _f((c.get("est_decode") or {}).get(estimate.HEADLINE, {}).get("serial_s") if c else None, 5),
+                            *_prompt_csv(c, four), m.get("backend") or "", m.get("unavailable") or ""])
+
+
+def _prompt_csv(c: dict | None, four: dict | None) -> list[str]:
+    """The long-prompt columns of one CSV row: prompt length, tok/s and TTFT per bandwidth,
+    then the 4-thread row's decode, prompt and TTFT at the headline bandwidth."""
+    def ttft(r, k):
+        return _f(r["long_prompt"] / r["est_prompt_tok_s" + k], 3) if r and r.get("long_prompt") else ""
+
+    def tok(r, k):
+        return _f(r.get("est_prompt_tok_s" + k), 3) if r and r.get("long_prompt") else ""
+    return [str(c["long_prompt"]) if c and c.get("long_prompt") else "", tok(c, ""), tok(c, "_dram_fit"),
+            tok(c, "_ceiling"), ttft(c, ""), ttft(c, "_dram_fit"), ttft(c, "_ceiling"),
+            _f(four["est_decode_tok_s"], 3) if four else "", tok(four, ""), ttft(four, "")]
 
 
 def _f(x, digits: int) -> str:
@@ -476,19 +560,43 @@ def _threads_note(rep: dict) -> str:
             "(total / cores), the rest on one")
 
 
-def _bw_labels(rep: dict) -> tuple[str, str]:
+def _bw_columns(rep: dict) -> list[tuple[str, str, str]]:
+    """(key suffix of the est_* fields, short label, long label) per bandwidth column, the
+    headline last."""
     k = rep["k1_model"]
-    return (f"K1 ceiling ({k['dram_bytes_s'] / 1e9:.2f} GB/s peak)",
-            f"K1 as achieved (calibrated {k['dram_achieved_bytes_s'] / 1e9:.2f} GB/s) = HEADLINE")
+    fit = k.get("dram_fit_bytes_s") or policy.K1_DRAM_FIT_BYTES_PER_S
+    return [("_ceiling", f"peak {k['dram_bytes_s'] / 1e9:.2f}", f"K1 ceiling ({k['dram_bytes_s'] / 1e9:.2f} GB/s peak)"),
+            ("_dram_fit", f"fit {fit / 1e9:.2f}", f"K1, DRAM-bound fit ({fit / 1e9:.2f} GB/s)"),
+            ("", f"cal {k['dram_achieved_bytes_s'] / 1e9:.2f}",
+             f"K1 as achieved (calibrated {k['dram_achieved_bytes_s'] / 1e9:.2f} GB/s) = HEADLINE")]
+
+
+def _bw_labels(rep: dict) -> tuple[str, str]:
+    cols = _bw_columns(rep)
+    return cols[0][2], cols[-1][2]
 
 
 def _calibration_line(rep: dict) -> str:
     c = rep["calibration"]
     verdict = ("within" if c["within_tolerance"] else "OUTSIDE") + f" the +-{c['tolerance']:.0%} the model claims"
     errs = ", ".join(f"{r['key']} {r['error']:+.0%}" for r in c["rows"] if r["key"] != c["reference"])
-    return (f"  Calibration: achieved DRAM bandwidth {c['bandwidth'] / 1e9:.3f} GB/s fitted to {c['reference']} "
+    line = (f"  Calibration: achieved DRAM bandwidth {c['bandwidth'] / 1e9:.3f} GB/s fitted to {c['reference']} "
             f"(python/rvv_inductor/calibration.py); its error on the other published board numbers: {errs}; "
             f"worst {c['max_abs_error']:.0%} ({c['worst']}), {verdict}.")
+    d = c.get("dram_bound")
+    if d:
+        line += (f" DRAM-bound fit {d['bandwidth'] / 1e9:.3f} GB/s (to {d['reference']}): residuals "
+                 + ", ".join(f"{r['key']} {r['error']:+.0%}" for r in d["rows"])
+                 + f"; RMS log error {d['rms_log_error']:.2f} (conservative fit: {c['rms_log_error']:.2f}).")
+    for cc in c.get("compute") or []:
+        line += (f" Compute side: {cc['program']}, {cc['model']} {cc['format']} pp{cc['prompt']} published "
+                 f"{cc['published_tok_s']:.2f} tok/s ({cc['source']}); the model on Debian's llama.cpp counted at "
+                 f"{cc['threads']} threads: {cc['predicted_tok_s']:.2f} ({cc['error']:+.0%}).")
+    return line
+
+
+def _ms(x) -> str:
+    return f"{x * 1e3:.1f}" if x is not None else "-"
 
 
 def _counted_work(rep: dict) -> list[str]:
@@ -498,62 +606,106 @@ def _counted_work(rep: dict) -> list[str]:
                 "rvvcount QEMU plugin; it is skipped with --no-count and on riscv64 hosts)."]
     runs = rep["count_spec"].get("runs") or []
     how = (f"counted at {runs[0]['layers']} and {runs[1]['layers']} layers and extrapolated linearly to "
-           f"{rep['spec']['dims']['num_hidden_layers']} (every counter and the busiest thread's cycles), "
+           f"{rep['spec']['dims']['num_hidden_layers']} (every counter and the threads' cycles), "
            if len(runs) == 2 else "")
     ceil_l, ach_l = _bw_labels(rep)
     L = [f"Counted work per token ({how}rvvcount QEMU plugin, {_threads_note(rep)}; prompt "
          f"{rep['count_spec']['prompts'][0]}; Linear = the Linear modules' calls, rest = everything else "
          "in the step, Python included; whole-model, package and llama.cpp: not separable; package and llama.cpp: "
-         "their C++ drivers (rvv-generate, llama.cpp's decode driver), no Python). ESTIMATED K1 tok/s in two columns: A = " + ceil_l + ", B = " + ach_l + ":",
-         f"  {'mode':15} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
-         f"{'pre insns/tok':>13} | {'decode A':>9} {'decode B':>9} | {'prefill A':>9} {'prefill B':>9}"]
+         "their C++ drivers (rvv-generate, llama.cpp's decode driver), no Python; serial = the opening thread's "
+         "cycles beyond the median other thread, modelled without overlap). ESTIMATED K1 tok/s in two columns: "
+         "A = " + ceil_l + ", B = " + ach_l + ":",
+         f"  {'mode':15} {'thr':>3} {'batch':>5} {'dec insns Linear':>16} {'dec insns rest':>14} {'dec DRAM B':>10} "
+         f"{'serial ms':>9} {'pre insns/tok':>13} | {'decode A':>9} {'decode B':>9} | {'prefill A':>9} "
+         f"{'prefill B':>9}"]
     for mode, m in modes.items():
         for c in m["counts"] or []:
             dl, dr = c["decode_linear"], c["decode_rest"]
             pre = (sum((d or {}).get("insns", 0) for d in (c["prefill_linear"], c["prefill_rest"]))
                    if c["prefill_rest"] else None)
-            L.append(f"  {mode:15} {c['batch']:5d} {_fmt_n(dl['insns'] if dl else None):>16} "
-                     f"{_fmt_n(dr['insns']):>14} {_fmt_n(_decode_dram_bytes(c)):>10} {_fmt_n(pre):>13} | "
-                     f"{c['est_decode_tok_s_ceiling']:9.3f} {c['est_decode_tok_s']:9.3f} | "
+            serial = (c.get("est_decode") or {}).get(estimate.HEADLINE, {}).get("serial_s")
+            L.append(f"  {mode:15} {c.get('threads', 1):3d} {c['batch']:5d} {_fmt_n(dl['insns'] if dl else None):>16} "
+                     f"{_fmt_n(dr['insns']):>14} {_fmt_n(_decode_dram_bytes(c)):>10} {_ms(serial):>9} "
+                     f"{_fmt_n(pre):>13} | {c['est_decode_tok_s_ceiling']:9.3f} {c['est_decode_tok_s']:9.3f} | "
                      f"{_f(c['est_prefill_tok_s_ceiling'], 2) or '-':>9} {_f(c['est_prefill_tok_s'], 2) or '-':>9}")
     k = rep["k1_model"]
     L.append(f"  ESTIMATE, not a measurement: {k['clock_hz'] / 1e9:.1f} GHz in-order, DLEN {k['dlen']}, "
-             f"{k['cores']} cores (Linear at its busiest thread, or total / {k['cores']} when counted on one thread), "
-             "the rest at its busiest thread (one core when counted on one), all threads' DRAM bytes sharing one "
-             "channel and overlapping compute (python/rvv_inductor/demo/estimate.py).")
+             f"{k['cores']} cores; a region = its serial part (the opening thread beyond the median other thread: "
+             "Python, per-call work, graph building) + max(its busiest other thread's cycles, all threads' DRAM "
+             "bytes on one channel); a region counted on one thread: Linear / "
+             f"{k['cores']} (assumed), the rest serial (python/rvv_inductor/demo/estimate.py).")
     L.append(_calibration_line(rep))
     return L
 
 
-def _side_by_side(rep: dict) -> list[str]:
-    """One table, one row per mode at batch 1: the RVV modes and llama.cpp on the same weights."""
-    ceil_l, ach_l = _bw_labels(rep)
-    L = ["Side by side, one decode token at batch 1 (weight bytes: the Linear weights as stored, read once per "
-         "step; instructions and DRAM bytes: counted, all threads; K1 tok/s: ESTIMATED, not measured):",
-         f"  {'':15} {'':>8} {'':>12} {'':>10} {'':>10} {'K1 ceiling':>18} {'K1 as achieved':>23}",
-         f"  {'mode':15} {'weights':>8} {'weight B/tok':>12} {'insns/tok':>10} {'DRAM B/tok':>10} "
-         f"{ceil_l[len('K1 ceiling '):]:>18} {ach_l[len('K1 as achieved '):ach_l.index(' = ')]:>23}  backend / note"]
+def _mode_rows(rep: dict):
+    """(mode, m, count row at batch 1 or None) per mode and thread count: a driver counted
+    at several thread counts gives a row each."""
     for mode, m in rep["modes"].items():
+        rows = [c for c in m["counts"] or [] if c["batch"] == 1]
+        for c in rows or [None]:
+            yield mode, m, c
+
+
+def _side_by_side(rep: dict) -> list[str]:
+    """One table, one row per mode (and thread count) at batch 1: the RVV modes and
+    llama.cpp on the same weights."""
+    cols = _bw_columns(rep)
+    L = ["Side by side, one decode token at batch 1 (weight bytes: the Linear weights as stored, read once per "
+         "step; instructions and DRAM bytes: counted, all threads; K1 tok/s: ESTIMATED, not measured; thr = the "
+         "threads counted: rows compare only at equal thread counts):",
+         f"  {'mode':15} {'thr':>3} {'weights':>8} {'weight B/tok':>12} {'insns/tok':>10} {'DRAM B/tok':>10} "
+         + " ".join(f"{c[1] + ' GB/s':>14}" for c in cols) + "  backend / note"]
+    for mode, m, c in _mode_rows(rep):
         fmt = m.get("weights") or m.get("format") or "bf16"
-        c = next((c for c in m["counts"] or [] if c["batch"] == 1), None)
         ins = sum((d or {}).get("insns", 0) for d in (c["decode_linear"], c["decode_rest"])) if c else None
         note = (f"unavailable: {m['unavailable']}" if m.get("unavailable") else
-                f"one thread, ggml {_so(c.get('backend'))} counted, {_so(m.get('backend'))} measured"
+                f"ggml {_so(c.get('backend'))} counted, {_so(m.get('backend'))} measured"
                 if mode in LLAMACPP_MODES and c else
-                f"one thread, ggml {_so(m.get('backend'))} measured" if mode in LLAMACPP_MODES else
+                f"ggml {_so(m.get('backend'))} measured" if mode in LLAMACPP_MODES else
                 "AOTInductor package, rvv-generate (C++, no Python)" if mode in PACKAGE_MODES else
                 "RVV kernels" if mode.startswith("regional") or mode == "whole" else "ATen")
         if c is None and not m.get("unavailable"):
             note += ("; not counted (counted with --full or --count-modes ...,whole)" if mode == "whole"
                      else "; not counted")
-        L.append(f"  {mode:15} {fmt:>8} {_fmt_n(weight_bytes_per_token(m, 1)):>12} {_fmt_n(ins):>10} "
-                 f"{_fmt_n(_decode_dram_bytes(c) if c else None):>10} "
-                 f"{_f(c['est_decode_tok_s_ceiling'] if c else None, 3) or '-':>18} "
-                 f"{_f(c['est_decode_tok_s'] if c else None, 3) or '-':>23}  {note}")
-    L.append(f"  HEADLINE: the '{ach_l[:ach_l.index(' = ')]}' column (the bandwidth programs reach on the board, "
-             "fitted to a published number); the ceiling column assumes the LPDDR4X peak, which no board program has "
-             "been shown to reach.")
+        L.append(f"  {mode:15} {c.get('threads', 1) if c else '-':>3} {fmt:>8} {_fmt_n(weight_bytes_per_token(m, 1)):>12} "
+                 f"{_fmt_n(ins):>10} {_fmt_n(_decode_dram_bytes(c) if c else None):>10} "
+                 + " ".join(f"{_f(c.get('est_decode_tok_s' + k) if c else None, 3) or '-':>14}" for k, _, _ in cols)
+                 + f"  {note}")
+    L.append(f"  HEADLINE: the last column, {cols[-1][2][:cols[-1][2].index(' = ')]} (fitted to llama.cpp + IME's "
+             "decode: the fit that flatters these estimates least); the DRAM-bound fit is the bandwidth the "
+             "published BF16 decodes imply; the peak column assumes the LPDDR4X peak, which no board program has been "
+             "shown to reach.")
     L.append(_calibration_line(rep))
+    return L
+
+
+def _prompt_table(rep: dict) -> list[str]:
+    """The long prompt (time to first token), one row per mode and thread count."""
+    rows = [(mode, m, c) for mode, m, c in _mode_rows(rep) if c and c.get("long_prompt")]
+    p = rep["count_spec"].get("count_prefill")
+    if not p:
+        return []
+    cols = _bw_columns(rep)
+    L = [f"Time to first token, one {p}-token prompt at batch 1 (ESTIMATED K1, not measured; the whole prompt in one "
+         "step, lm_head for its last token only; counted with the same plugin, every thread; thr = threads counted). "
+         "Prompt tok/s and TTFT (s) per bandwidth column:",
+         f"  {'mode':15} {'thr':>3} {'insns/tok':>10} {'DRAM B/tok':>10} "
+         + " ".join(f"{c[1] + ' tok/s':>15} {'TTFT s':>7}" for c in cols)]
+    for mode, m, c in rows:
+        ins = sum((d or {}).get("insns", 0) for d in (c["prompt_linear"], c["prompt_rest"]))
+        dram = sum((d or {}).get(k, 0) for d in (c["prompt_linear"], c["prompt_rest"])
+                   for k in ("dram_read_bytes", "dram_write_bytes"))
+        L.append(f"  {mode:15} {c['threads']:3d} {_fmt_n(ins):>10} {_fmt_n(dram):>10} "
+                 + " ".join(f"{c['est_prompt_tok_s' + k]:15.2f} {p / c['est_prompt_tok_s' + k]:7.2f}"
+                            for k, _, _ in cols))
+    missing = [mode for mode, m, c in _mode_rows(rep) if not (c and c.get("long_prompt")) and not m.get("unavailable")
+               and mode not in ("eager", "whole")]
+    if missing:
+        L.append(f"  not counted: {', '.join(sorted(set(missing)))} (llama.cpp BF16: no RVV kernel in Debian's ggml, "
+                 "~12 instructions per weight; or --count-prefill 0 / not in the counting pass)")
+    L.append("  eager and whole-model: not counted (ATen's BF16 prompt, ~25 G instructions per token at 1.5B "
+             "dimensions; the whole-model graph runs its prompt eagerly).")
     return L
 
 
@@ -582,6 +734,9 @@ def render(rep: dict) -> str:
     for section in sections:
         lines += section(rep) + [""]
     lines += _counted_work(rep) + _ceilings(rep) + [""] + _side_by_side(rep)
+    prompt = _prompt_table(rep)
+    if prompt:
+        lines += [""] + prompt
     return "\n".join(lines) + "\n"
 
 
@@ -593,7 +748,7 @@ def _plot(out: Path, rep: dict) -> None:
 
     modes = rep["modes"]
     names = list(modes)
-    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    fig, ax = plt.subplots(2, 3, figsize=(17, 8))
     ax[0][0].bar(names, [modes[m]["compile_s"] for m in names], color="tab:orange")
     ax[0][0].set_title("compile wall time, s (emulated)")
     for i, m in enumerate(names):
@@ -639,10 +794,35 @@ def _plot(out: Path, rep: dict) -> None:
     else:
         for a in ax[1]:
             a.text(0.5, 0.5, "no instruction counts in this run", ha="center", transform=a.transAxes)
+    _plot_prompt(ax[0][2], ax[1][2], rep)
     fig.suptitle(f"rvv_inductor demo: {rep['spec']['source']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / "report.png", dpi=110)
     plt.close(fig)
+
+
+def _plot_prompt(ax_ttft, ax_rate, rep: dict) -> None:
+    """Time to first token and prompt rate of the long prompt, per mode and thread count."""
+    rows = [(f"{mode} {c['threads']}t", c) for mode, _, c in _mode_rows(rep) if c and c.get("long_prompt")]
+    if not rows:
+        for a in (ax_ttft, ax_rate):
+            a.text(0.5, 0.5, "no long prompt counted in this run", ha="center", transform=a.transAxes)
+        return
+    cols = _bw_columns(rep)
+    xs = range(len(rows))
+    width = 0.8 / len(cols)
+    for j, (key, short, _) in enumerate(cols):
+        pos = [x + (j - (len(cols) - 1) / 2) * width for x in xs]
+        ax_ttft.bar(pos, [c["long_prompt"] / c["est_prompt_tok_s" + key] for _, c in rows], width,
+                    label=f"DRAM {short} GB/s")
+        ax_rate.bar(pos, [c["est_prompt_tok_s" + key] for _, c in rows], width, label=f"DRAM {short} GB/s")
+    p = rows[0][1]["long_prompt"]
+    for a, title in ((ax_ttft, f"ESTIMATED K1 time to first token, {p}-token prompt, s"),
+                     (ax_rate, f"ESTIMATED K1 prompt tok/s ({p} tokens)")):
+        a.set_xticks(list(xs), [n for n, _ in rows])
+        a.tick_params(axis="x", labelrotation=30, labelsize=7)
+        a.set_title(title + " (a model)", fontsize=10)
+        a.legend(fontsize=7)
 
 
 if __name__ == "__main__":

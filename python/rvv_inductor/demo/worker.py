@@ -30,10 +30,12 @@ from . import models
 from .progress import Progress, worker_eta
 
 # rvvcount region ids (csrc/rvv_inductor/markers.h) used by counting runs: one per kind
-# and batch size; rvv_count_region takes ids 1..16, so at most four batch sizes are counted.
+# and batch size; rvv_count_region takes ids 1..16: three batch sizes, and the last two ids
+# for the long prompt (spec "count_prefill", batch 1: what a user's time to first token is).
 DECODE_REST, DECODE_LINEAR, PREFILL_REST, PREFILL_LINEAR = 1, 2, 3, 4
 REGION_KINDS = 4
-MAX_COUNTED_BATCHES = 16 // REGION_KINDS
+MAX_COUNTED_BATCHES = 3
+PROMPT_REST, PROMPT_LINEAR = 13, 14
 
 
 def region_id(kind: int, batch_index: int) -> int:
@@ -229,6 +231,7 @@ class Regional(Mode):
                                f"(batch {b}, prompt {p})")
             _, _, t_pre, st = session.generate(b, p, 1)
             warm[(b, p)] = (t_pre, st[0])
+        _warm_long_prompt_buckets(session)
         return warm
 
     def measure(self, res: dict) -> None:
@@ -364,6 +367,8 @@ def run(spec: dict, mode_name: str) -> dict:
         warm = mode.warm_up(session)
         res["first_pass_s"] = time.perf_counter() - t0
         logits, tokens, res["workloads"], res["compile_pass_s"] = _measured_pass(session, warm, counter)
+        if counting and spec.get("count_prefill") and mode.name != "eager" and mode.linear_separable:
+            res["count_prefill"] = _count_long_prompt(session, counter)
     prog.done()
     # Dynamo's own timer of every frame compile (tracing, Inductor, C++ build), wherever
     # it happened: a recompile during generation is counted too.
@@ -397,6 +402,48 @@ def _measured_pass(session: Session, warm: dict, counter):
         timings.append({"batch": b, "prompt": p, "prefill_s": t_pre, "decode_step_s": steps,
                         "decode_step_median_s": med})
     return logits, tokens, timings, compile_s
+
+
+def _count_long_prompt(session: Session, counter: RegionCounter) -> int:
+    """One prefill of spec["count_prefill"] tokens at batch 1 (lm_head for the last token
+    only, as a chat server computes it) in regions PROMPT_REST/PROMPT_LINEAR: the work of a
+    user's time to first token. Its own StaticCache: the measured workloads' is shorter."""
+    import torch
+    import transformers
+
+    p = session.spec["count_prefill"]
+    session.prog.stage(f"{session.mode_name}: counting a {p}-token prompt")
+    cache = transformers.StaticCache(config=session.model.config, max_cache_len=p + 1)
+    ids = _workload_inputs(session.spec, 1, p)
+    counter.begin(PROMPT_REST, PROMPT_LINEAR)
+    session.model(input_ids=ids, past_key_values=cache, cache_position=torch.arange(p), use_cache=True,
+                  logits_to_keep=1)
+    counter.end()
+    return p
+
+
+def _warm_long_prompt_buckets(session: Session) -> None:
+    """Compile (or find in the Inductor cache) the M bucket a long prompt's chunks run in,
+    before anything is counted: one call of every distinct Linear shape (not lm_head: a
+    prompt computes it for the last token only) with that many zero rows. Cheap next to
+    running the prompt itself, which at 1.5B dimensions would take an hour emulated."""
+    import torch
+
+    from ..policy import M_BUCKETS
+    from ..regional import RVVLinear
+
+    p = session.spec.get("count_prefill") or 0
+    if not p:
+        return
+    rows = min(p, M_BUCKETS[-1])
+    lm_head = session.model.get_output_embeddings()
+    seen = set()
+    for m in session.model.modules():
+        if isinstance(m, RVVLinear) and m is not lm_head:
+            key = (m.in_features, m.out_features, m.bias is not None)
+            if key not in seen:
+                seen.add(key)
+                m(torch.zeros(rows, m.in_features, dtype=torch.bfloat16))
 
 
 def _whole_routing() -> dict:
@@ -512,14 +559,63 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     # The driver is a child process: its peak RSS (with the emulator's, when emulated).
     res["driver_rss_peak_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if "unavailable" not in res and spec.get("count_steps"):
-        # The counting pass (scripts/demo) runs this argv under the rvvcount plugin, without
-        # Python: the driver marks each decode token as region LLAMACPP_REGION, one thread.
-        cp = spec["count_prompt"]
-        ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
-        argv = llamacpp.decode_argv(str(gguf_path), ids, spec["count_steps"], 1, LLAMACPP_REGION)
-        (out / f"count-argv-{mode_name}.json").write_text(json.dumps(
-            {"argv": [str(x) for x in argv], "prompt": cp, "steps": spec["count_steps"], "region": LLAMACPP_REGION}))
+        _write_llamacpp_count_runs(spec, mode_name, fmt, gguf_path, prog)
     return res
+
+
+def count_threads(spec: dict) -> list[int]:
+    """The thread counts a C++ driver (llama.cpp, rvv-generate) is counted at: the K1's
+    cores, which our torch modes are counted at, and 4, the count llama.cpp + IME boards
+    run (IME exists on one 4-core cluster). Every side-by-side row then compares equal
+    thread counts."""
+    from ..policy import K1_CORES
+
+    return sorted({spec.get("count_threads") or K1_CORES, 4}, reverse=True)
+
+
+def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: Path, prog) -> None:
+    """count-argv-MODE.json: the driver runs the counting pass (scripts/demo) makes under
+    the rvvcount plugin, without Python, each at every count_threads(): a decode run (the
+    counting prompt, then count_steps decode tokens in region LLAMACPP_REGION), and a long
+    prompt (spec "count_prefill" tokens in region PREFILL_REST, no decode step). With
+    --count-layers the long prompt is counted on GGUF files of those depths (written here
+    from shallower models with the same dimensions) and extrapolated, like the torch modes:
+    at full 1.5B depth one 512-token prompt is ~0.8 T instructions, days under the plugin."""
+    from . import llamacpp
+
+    out = Path(spec["out"])
+    cp = spec["count_prompt"]
+    ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
+    runs = []
+    long_p = spec.get("count_prefill") or 0
+    depths = [(r["layers"], f"-L{r['layers']}") for r in spec.get("count_runs") or []]
+    files = {}
+    if long_p and depths and fmt != "bf16":
+        from . import models
+
+        for layers, tag in depths:
+            prog.stage(f"{mode_name}: writing a {layers}-layer GGUF ({fmt}) for the long-prompt count")
+            shallow = models.build(dict(spec, config=dict(spec["config"], num_hidden_layers=layers)))
+            files[tag] = out / f"model-{fmt}{tag}.gguf"
+            llamacpp.write_gguf(shallow, str(files[tag]), fmt)
+            del shallow
+    if fmt == "bf16":
+        # ggml has no RVV kernel for BF16 (~12 instructions per weight, counted): a 512-token
+        # prompt at one 1.5B layer alone would be ~0.3 T instructions, hours under the plugin.
+        long_p, files = 0, {}
+    long_ids = [int(t) for t in _workload_inputs(spec, 1, long_p)[0]] if long_p else []
+    for t in count_threads(spec):
+        argv = llamacpp.decode_argv(str(gguf_path), ids, spec["count_steps"], t, LLAMACPP_REGION)
+        runs.append({"tag": f"-t{t}", "kind": "decode", "threads": t, "argv": [str(x) for x in argv], "prompt": cp,
+                     "steps": spec["count_steps"], "region": LLAMACPP_REGION})
+        if long_p:
+            for tag, path in (files.items() if files else [("", gguf_path)]):
+                argv = llamacpp.decode_argv(str(path), long_ids, 0, t, LLAMACPP_REGION,
+                                            prefill_region=PREFILL_REST)
+                runs.append({"tag": f"-prompt-t{t}{tag}", "kind": "prompt", "threads": t, "layers_tag": tag,
+                             "argv": [str(x) for x in argv], "prompt": long_p, "steps": 0,
+                             "prefill_region": PREFILL_REST})
+    (out / f"count-argv-{mode_name}.json").write_text(json.dumps({"runs": runs}, indent=1))
 
 
 def _package_weight_bytes(model, weights: str) -> int:
@@ -570,13 +666,13 @@ def _package_routing(package: Path) -> dict:
 
 
 def runner_times(stdout: str) -> dict:
-    """rvv-generate's summary lines -> {"tokens": [...], "load_s", "prefill_s", "decode_s_per_token"}."""
+    """rvv-generate's summary lines -> {"tokens": [...], "load_s", "prefill_s", "ttft_s", "decode_s_per_token"}."""
     out = {}
     for line in stdout.splitlines():
         key, _, val = line.partition(": ")
         if key == "tokens":
             out["tokens"] = [int(t) for t in val.split(",") if t]
-        elif key in ("load_s", "prefill_s") and val:
+        elif key in ("load_s", "prefill_s", "ttft_s") and val:
             out[key] = float(val.split()[0])
         elif key == "decode_s" and "s/token" in val:  # "1.234 (3 steps, 0.411 s/token)"
             out["decode_s_per_token"] = float(val.rsplit(",", 1)[1].split()[0])
@@ -620,7 +716,8 @@ def run_package(spec: dict, mode_name: str) -> dict:
     res["param_bytes"] = sum(p.numel() * p.element_size() for p in params.values())
     res["n_params"] = sum(p.numel() for p in params.values())
     # The cache holds the longest measured workload and the counting run's prompt + steps.
-    cache = max(max(p for _, p in batch1) + spec["steps"], spec["count_prompt"] + spec["count_steps"]) + 1
+    cache = max(max(p for _, p in batch1) + spec["steps"], spec["count_prompt"] + spec["count_steps"],
+                (spec.get("count_prefill") or 0) + 1) + 1
     pkg = out / f"model-{mode_name}.pt2"
     prog.stage(f"{mode_name}: export + AOTInductor compile ({weights})")
     # Partitioned for the K1's cores (export --threads): the counting run uses them all;
@@ -670,19 +767,25 @@ def run_package(spec: dict, mode_name: str) -> dict:
     res["rss_peak_kib"] = _rss_kib("VmHWM")  # the export and compile, in this process
     res["runner_rss_peak_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if spec.get("count_steps"):
-        # The counting pass (scripts/demo) runs this argv under the rvvcount plugin, without
-        # Python: every decode step in region LLAMACPP_REGION, on the K1's cores (every
-        # thread counted).
-        cp = spec["count_prompt"]
-        ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
-        # The prefill (the prefill model's chunks, or the decode step per token) in its own
-        # region, for the report's prefill estimate.
-        argv = [runner, str(pkg), "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens",
-                str(spec["count_steps"] + 1), "--ignore-eos", "--region", str(LLAMACPP_REGION), "--prefill-region",
-                str(PREFILL_REST), "--threads", str(K1_CORES)]
-        (out / f"count-argv-{mode_name}.json").write_text(json.dumps(
-            {"argv": argv, "prompt": cp, "steps": spec["count_steps"], "region": LLAMACPP_REGION,
-             "prefill_region": PREFILL_REST}))
+        # The counting pass (scripts/demo) runs these argvs under the rvvcount plugin,
+        # without Python, at every count_threads() (every thread counted): the counting
+        # prompt (its prefill in PREFILL_REST: the prefill model's chunks, or the decode step
+        # per token) then every decode step in LLAMACPP_REGION; and the long prompt alone
+        # (count_prefill tokens, whose first token is the time to first token).
+        runs = []
+        for t in count_threads(spec):
+            for kind, p, steps in (("decode", spec["count_prompt"], spec["count_steps"]),
+                                   ("prompt", spec.get("count_prefill") or 0, 0)):
+                if not p:
+                    continue
+                ids = [int(x) for x in _workload_inputs(spec, 1, p)[0]]
+                argv = [runner, str(pkg), "--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens",
+                        str(steps + 1), "--ignore-eos", "--region", str(LLAMACPP_REGION), "--prefill-region",
+                        str(PREFILL_REST), "--threads", str(t)]
+                runs.append({"tag": f"-t{t}" if kind == "decode" else f"-prompt-t{t}", "kind": kind, "threads": t,
+                             "argv": argv, "prompt": p, "steps": steps, "region": LLAMACPP_REGION,
+                             "prefill_region": PREFILL_REST, "layers_tag": ""})
+        (out / f"count-argv-{mode_name}.json").write_text(json.dumps({"runs": runs}, indent=1))
     return res
 
 

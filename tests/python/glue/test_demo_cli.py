@@ -131,13 +131,39 @@ def test_estimate_uses_the_busiest_thread():
         lin_s = max(busiest / policy.K1_CLOCK_HZ, 3e6 / bw)
         assert e["linear_s"] == pytest.approx(lin_s)
         assert e["rest_s"] == pytest.approx(1.6e6 * policy.CPI_SCALAR / policy.K1_CLOCK_HZ)
-        assert e["linear_split"] == "measured, busiest of 4 threads"
+        assert e["linear_split"] == "measured: serial on the opening thread + the busiest of 4 threads"
     # The same totals counted on one thread: the old assumption, total / 8.
     one = report.derive({k: v for k, v in _raw_region(ts).items() if k not in ("threads", "threads_active")})
     assert one["threads_active"] == 1
     tot_cycles = (4.5e6 - 2.0e6) * policy.CPI_SCALAR + 16e6
     e = estimate.step_estimate(one, rest, 1, bandwidth=1e30)
     assert e["linear_s"] == pytest.approx(tot_cycles / 8 / policy.K1_CLOCK_HZ)
+
+
+def test_estimate_models_the_opening_threads_serial_work():
+    """The opening thread (owner_vcpu) runs Python between kernel calls, while no weight
+    streams: its cycles beyond the median other thread are serial, added to max(the busiest
+    other thread, DRAM). By hand, CPI 1: owner 3e6 insns (1e6 vector, 2e6 beats) = 4e6
+    cycles; others 2.5e6, 2e6, 1e6 cycles -> median 2e6, serial 2e6, parallel 2.5e6."""
+    ts = [_thread(3.0e6, 1.0e6, 2.0e6, 1e6), _thread(1.5e6, 0.5e6, 1.5e6, 1e6), _thread(2.0e6, 0, 0, 0),
+          _thread(1.0e6, 0, 0, 0)]
+    raw = dict(_raw_region(ts), owner_vcpu=0)
+    d = report.derive(raw)
+    assert policy.CPI_SCALAR == 1.0
+    assert d["serial_cycles"] == pytest.approx(4.0e6 - 2.0e6) and d["parallel_cycles"] == pytest.approx(2.5e6)
+    assert d["max_thread_cycles"] == pytest.approx(4.0e6)
+    rest = dict(_thread(1.6e6, 0, 0, 0), max_thread_cycles=1.6e6, serial_cycles=0, parallel_cycles=1.6e6,
+                threads_active=1)
+    for bw in (1e30, 1e9):  # compute-bound (no DRAM time), then DRAM-bound: 2e6 bytes / 1e9 = 2 ms
+        e = estimate.step_estimate(d, rest, tokens=1, bandwidth=bw)
+        want = 2.0e6 / policy.K1_CLOCK_HZ + max(2.5e6 / policy.K1_CLOCK_HZ, 2e6 / bw)
+        assert e["linear_s"] == pytest.approx(want)
+        assert e["serial_s"] == pytest.approx(2.0e6 / policy.K1_CLOCK_HZ)
+        # the one-thread rest: its own DRAM traffic overlaps its work (none here)
+        assert e["rest_s"] == pytest.approx(1.6e6 / policy.K1_CLOCK_HZ)
+    # Only the opening thread ran: nothing beside it, nothing serial to add.
+    solo = report.derive(dict(_raw_region(ts[:1]), owner_vcpu=0))
+    assert solo["serial_cycles"] == 0 and solo["parallel_cycles"] == pytest.approx(4.0e6)
 
 
 def test_counted_extrapolates_busiest_thread_and_gives_both_columns(tmp_path):
@@ -209,9 +235,10 @@ def test_modes_and_regions():
     assert set(worker.DRIVER_MODES) == set(worker.LLAMACPP_MODES) | set(worker.PACKAGE_MODES)
     assert not set(worker.PACKAGE_MODES) & set(worker.MODES) and set(worker.PACKAGE_MODES) <= set(demo_pkg.MODES)
     assert worker.EMPTY not in worker.MODES and worker.EMPTY not in demo_pkg.MODES
-    ids = {worker.region_id(kind, b) for kind in (worker.DECODE_REST, worker.DECODE_LINEAR, worker.PREFILL_REST,
-                                                  worker.PREFILL_LINEAR) for b in range(worker.MAX_COUNTED_BATCHES)}
-    assert ids == set(range(1, 17))  # rvv_count_region's ids, each used once
+    ids = [worker.region_id(kind, b) for kind in (worker.DECODE_REST, worker.DECODE_LINEAR, worker.PREFILL_REST,
+                                                  worker.PREFILL_LINEAR) for b in range(worker.MAX_COUNTED_BATCHES)]
+    ids += [worker.PROMPT_REST, worker.PROMPT_LINEAR]  # the long prompt (batch 1)
+    assert len(set(ids)) == len(ids) and set(ids) <= set(range(1, 17))  # rvv_count_region's ids, each used once
 
 
 def spec_of(*args):
@@ -231,8 +258,10 @@ def test_presets():
     assert (f["config"]["vocab_size"], f["batches"], f["prompts"], f["steps"]) == (8192, [1, 2, 4], [32, 128], 8)
     assert f["count_prompt"] == 32 and f["count_steps"] == 2 and f["threads"] == 8  # the shortest prompt
     assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
-    # The package (an AOTI compile under emulation) is in --full, not in the 20-minute default.
-    assert f["modes"] == list(demo_pkg.DEFAULT_MODES) + ["package"] and "package" not in d["modes"]
+    # The INT4 package is in the default (beside llama.cpp Q4_0); --full adds the BF16 one.
+    assert f["modes"] == [m for m in demo_pkg.MODES if m in demo_pkg.DEFAULT_MODES + ("package",)]
+    assert "package" in f["modes"] and "package" not in d["modes"]
+    assert "package-int4" in d["modes"] and "llama.cpp-q4_0" in d["modes"]
     assert spec_of("--modes", "package-int4")["modes"] == ["eager", "package-int4"]
     q = spec_of("--quick", "--batch", "4")  # the smoke test's workload is fixed
     assert (q["batches"], q["prompts"], q["steps"]) == ([1], [8], 3)
@@ -246,16 +275,28 @@ def test_plan_stages():
     st = demo_pkg.plan_stages(spec, count_jobs=0, count_modes="")
     assert [n for n, _ in st] == ["measure:empty"] + [f"measure:{m}" for m in spec["modes"]]
     counted = {n for n, _ in demo_pkg.plan_stages(spec, count_jobs=2, count_modes="") if n.startswith("count:")}
-    assert counted == {f"count:{m}" for m in spec["modes"] if m != "whole"}  # whole: only with --full
+    # A torch mode: one run (its long prompt inside); a driver (llama.cpp, the package): a
+    # decode run and a long-prompt run at 8 and at 4 threads. whole: only with --full.
+    drivers = {m for m in spec["modes"] if m.startswith(("llama.cpp", "package"))}
+    assert spec["count_prefill"] == 512 and drivers
+    assert counted == ({f"count:{m}" for m in spec["modes"] if m != "whole" and m not in drivers}
+                       | {f"count:{m}{k}-t{t}" for m in drivers for k in ("", "-prompt") for t in (8, 4)})
     assert "count:whole" in dict(demo_pkg.plan_stages(spec_of("--full"), count_jobs=2, count_modes=""))
     assert "count:whole" in dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="eager,whole"))
-    # A driver mode (llama.cpp, the package) is counted by one run at full depth, also
-    # with --count-layers.
-    lay = spec_of("--config", "small", "--count-layers", "1,2", "--modes", "regional,package")
+    # With --count-layers the package's runs stay at full depth; llama.cpp's long prompt is
+    # counted at the two depths (its decode at full depth).
+    lay = spec_of("--config", "small", "--count-layers", "1,2", "--modes", "regional,package,llama.cpp-q4_0")
     cnt = [n for n, _ in demo_pkg.plan_stages(lay, count_jobs=2, count_modes="") if n.startswith("count:")]
-    assert cnt == ["count:eager-L1", "count:eager-L2", "count:regional-L1", "count:regional-L2", "count:package"]
+    assert cnt == ["count:eager-L1", "count:eager-L2", "count:regional-L1", "count:regional-L2",
+                   "count:llama.cpp-q4_0-t8", "count:llama.cpp-q4_0-prompt-t8-L1", "count:llama.cpp-q4_0-prompt-t8-L2",
+                   "count:llama.cpp-q4_0-t4", "count:llama.cpp-q4_0-prompt-t4-L1", "count:llama.cpp-q4_0-prompt-t4-L2",
+                   "count:package-t8", "count:package-prompt-t8", "count:package-t4", "count:package-prompt-t4"]
     st = dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="regional,llama.cpp-q4_0"))
-    assert {n for n in st if n.startswith("count:")} == {"count:regional", "count:llama.cpp-q4_0"}
+    assert {n for n in st if n.startswith("count:")} == {"count:regional"} | {
+        f"count:llama.cpp-q4_0{k}-t{t}" for k in ("", "-prompt") for t in (8, 4)}
+    # --count-prefill 0: no long prompt anywhere.
+    none = spec_of("--count-prefill", "0")
+    assert not [n for n, _ in demo_pkg.plan_stages(none, count_jobs=2, count_modes="") if "-prompt" in n]
     # The default workload is what EXPECTED_S was measured with: no scaling.
     assert st["measure:regional"] == progress.EXPECTED_S[("measure", "regional")]
     big = dict(demo_pkg.plan_stages(spec_of("--full"), count_jobs=1, count_modes=""))
@@ -320,12 +361,13 @@ def test_llamacpp_counts(tmp_path):
     counting run's JSON line names the ggml variant."""
     reg = {"insns": 3.0e6, "vector_insns": 1.0e6, "vsetvl": 0, "vbeats": 2.0e6, "bytes_read": 9e5,
            "bytes_written": 1e3, "dram_read_bytes": 8e5, "dram_write_bytes": 0, "calls": 3}
-    assert report.counted_driver(tmp_path, "llama.cpp-q4_0") is None
-    (tmp_path / "count-argv-llama.cpp-q4_0.json").write_text(json.dumps(
-        {"argv": ["x"], "prompt": 8, "steps": 3, "region": worker.LLAMACPP_REGION}))
-    (tmp_path / "counts-llama.cpp-q4_0.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
-    (tmp_path / "count-llama.cpp-q4_0.stdout").write_text('noise\n{"ggml_cpu_so": "libggml-cpu-riscv64_v.so"}\n')
-    (c,) = report.counted_driver(tmp_path, "llama.cpp-q4_0")
+    assert report.counted_driver(tmp_path, "llama.cpp-q4_0", {}) is None
+    (tmp_path / "count-argv-llama.cpp-q4_0.json").write_text(json.dumps({"runs": [
+        {"tag": "-t1", "kind": "decode", "threads": 1, "argv": ["x"], "prompt": 8, "steps": 3,
+         "region": worker.LLAMACPP_REGION}]}))
+    (tmp_path / "counts-llama.cpp-q4_0-t1.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+    (tmp_path / "count-llama.cpp-q4_0-t1.stdout").write_text('noise\n{"ggml_cpu_so": "libggml-cpu-riscv64_v.so"}\n')
+    (c,) = report.counted_driver(tmp_path, "llama.cpp-q4_0", {})
     assert c["decode_rest"]["insns"] == pytest.approx(1.0e6) and c["decode_linear"] is None
     assert c["backend"] == "libggml-cpu-riscv64_v.so"
     # One core: (2e6 - 1e6 scalar-like) / 3 * CPI + 2e6 / 3 beats, against DRAM 8e5 / 3 bytes.
@@ -339,9 +381,10 @@ def test_llamacpp_counts(tmp_path):
 def test_runner_times():
     """rvv-generate's summary lines (tools/rvv_generate/main.cpp's printf) as the package mode reads them."""
     out = ("tokens: 5,17,0\nload_s: 1.250\nprefill_s: 3.500 (8 tokens)\n"
-           "decode_s: 0.900 (2 steps, 0.450 s/token)\nthreads: 1\n")
+           "decode_s: 0.900 (2 steps, 0.450 s/token)\nthreads: 1\n"
+           "ttft_s: 3.500 (8-token prompt, 2.29 prompt tok/s; wall clock of this run: ...)\n")
     assert worker.runner_times(out) == {"tokens": [5, 17, 0], "load_s": 1.25, "prefill_s": 3.5,
-                                        "decode_s_per_token": 0.45}
+                                        "decode_s_per_token": 0.45, "ttft_s": 3.5}
     assert worker.runner_times("tokens: 4\ndecode_s: 0.000 (0 steps, 0.000 s/token)\n")["tokens"] == [4]
 
 
@@ -350,9 +393,10 @@ def test_package_counts_busiest_thread(tmp_path):
     compute at the busiest thread's cycles (not the total on one core)."""
     threads = [_thread(4.0e6, 1.0e6, 0.5e6, 4e5)] + [_thread(1.0e6, 0.5e6, 0.2e6, 1e5)] * 7
     reg = _raw_region(threads)
-    (tmp_path / "count-argv-package.json").write_text(json.dumps(
-        {"argv": ["rvv-generate"], "prompt": 8, "steps": 2, "region": worker.LLAMACPP_REGION}))
-    (tmp_path / "counts-package.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+    (tmp_path / "count-argv-package.json").write_text(json.dumps({"runs": [
+        {"tag": "-t8", "kind": "decode", "threads": 8, "argv": ["rvv-generate"], "prompt": 8, "steps": 2,
+         "region": worker.LLAMACPP_REGION}]}))
+    (tmp_path / "counts-package-t8.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
     (c,) = report.counted(tmp_path, "package", {"runs": [], "dims": {"num_hidden_layers": 2}})
     assert c["decode_linear"] is None and c["decode_rest"]["threads_active"] == 8
     assert c["decode_rest"]["insns"] == pytest.approx(reg["insns"] / 2)
@@ -364,7 +408,7 @@ def test_package_counts_busiest_thread(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "demo"))
     import recompute
 
-    want = recompute.estimates(tmp_path, "package", {}, 2)[1]
+    want = recompute.estimates(tmp_path, "package", {}, 2)[8]
     assert c["est_decode_tok_s"] == pytest.approx(want["est_decode_tok_s"], rel=1e-9)
     assert c["est_decode_tok_s_ceiling"] == pytest.approx(want["est_decode_tok_s_ceiling"], rel=1e-9)
 
@@ -380,6 +424,9 @@ def test_check_report_recomputation_agrees(tmp_path):
         return _raw_region([_thread(3e5 * layers, 1e5 * layers, (1.5e6 + 1e5 * i) * layers, 4e6 * layers)
                             for i in range(nthreads)])
 
+    def owned(region, owner=0):  # the thread that opened the region (serial work beyond the others)
+        return dict(region, owner_vcpu=owner) if "threads" in region else region
+
     for nthreads in (1, 8):
         d = tmp_path / f"t{nthreads}"
         d.mkdir()
@@ -387,27 +434,45 @@ def test_check_report_recomputation_agrees(tmp_path):
             regs = {}
             for bi in range(2):  # two batch sizes
                 regs[str(1 + 4 * bi)] = _raw_region([_thread(5e6 + 1e6 * n, 1e3, 4e3, 2e5)])
-                regs[str(2 + 4 * bi)] = linear(n, nthreads)
-                regs[str(3 + 4 * bi)] = _raw_region([_thread(7e6 + 3e6 * n, 2e3, 8e3, 3e5)] * 2)
+                regs[str(2 + 4 * bi)] = owned(linear(n, nthreads), owner=nthreads - 1)
+                regs[str(3 + 4 * bi)] = owned(_raw_region([_thread(7e6 + 3e6 * n, 2e3, 8e3, 3e5)] * 2))
                 regs[str(4 + 4 * bi)] = linear(3 * n, nthreads)
+            regs["13"] = owned(_raw_region([_thread(9e6 + 2e6 * n, 1e3, 1e3, 1e5)] * 3))  # the long prompt
+            regs["14"] = owned(linear(30 * n, nthreads), owner=nthreads // 2)
             if nthreads == 1:
                 for r in regs.values():
                     del r["threads"]
             (d / f"counts-regional-L{n}.json").write_text(json.dumps({"regions": regs}))
         cspec = {"runs": [{"tag": "-L1", "layers": 1}, {"tag": "-L3", "layers": 3}],
-                 "dims": {"num_hidden_layers": 28}, "prompts": [16], "steps": 3, "batches": [1, 4]}
+                 "dims": {"num_hidden_layers": 28}, "prompts": [16], "steps": 3, "batches": [1, 4],
+                 "count_prefill": 512}
         rows = report.counted(d, "regional", cspec)
         want = recompute.estimates(d, "regional", cspec, 28)
         assert [c["batch"] for c in rows] == sorted(want) == [1, 4]
+        assert "est_prompt_tok_s" in want[1] and rows[0]["long_prompt"] == 512
         for c in rows:
             for key, v in want[c["batch"]].items():
                 assert c[key] == pytest.approx(v, rel=1e-9), (nthreads, c["batch"], key)
-    # llama.cpp: one region, the decode steps of the driver.
-    reg = _raw_region([_thread(3.0e6, 1.0e6, 2.0e6, 8e5), _thread(1.0e6, 0.5e6, 1.0e6, 1e5)])
-    (tmp_path / "count-argv-llama.cpp-q8_0.json").write_text(json.dumps({"argv": ["x"], "prompt": 8, "steps": 3,
-                                                                          "region": worker.LLAMACPP_REGION}))
-    (tmp_path / "counts-llama.cpp-q8_0.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
-    (c,) = report.counted_driver(tmp_path, "llama.cpp-q8_0")
-    want = recompute.estimates(tmp_path, "llama.cpp-q8_0", {}, 28)[1]
-    assert c["est_decode_tok_s"] == pytest.approx(want["est_decode_tok_s"], rel=1e-9)
-    assert c["est_decode_tok_s_ceiling"] == pytest.approx(want["est_decode_tok_s_ceiling"], rel=1e-9)
+    # llama.cpp: per thread count, a decode run (one region: the decode steps) and the long
+    # prompt at two depths (--count-layers), extrapolated.
+    reg = owned(_raw_region([_thread(3.0e6, 1.0e6, 2.0e6, 8e5), _thread(1.0e6, 0.5e6, 1.0e6, 1e5),
+                             _thread(1.2e6, 0.5e6, 1.0e6, 1e5)]))
+    runs = []
+    for t in (8, 4):
+        runs.append({"tag": f"-t{t}", "kind": "decode", "threads": t, "argv": ["x"], "prompt": 8, "steps": 3,
+                     "region": worker.LLAMACPP_REGION})
+        (tmp_path / f"counts-llama.cpp-q8_0-t{t}.json").write_text(json.dumps({"regions": {"1": reg}}))
+        for n in (1, 3):
+            runs.append({"tag": f"-prompt-t{t}-L{n}", "kind": "prompt", "threads": t, "layers_tag": f"-L{n}",
+                         "argv": ["x"], "prompt": 512, "steps": 0, "prefill_region": worker.PREFILL_REST})
+            long = owned(_raw_region([_thread(4e8 * n / t + 1e7, 1e8 * n / t, 3e8 * n / t, 1e8 * n)] * t))
+            (tmp_path / f"counts-llama.cpp-q8_0-prompt-t{t}-L{n}.json").write_text(json.dumps({"regions": {"3": long}}))
+    (tmp_path / "count-argv-llama.cpp-q8_0.json").write_text(json.dumps({"runs": runs}))
+    lspec = {"runs": [{"tag": "-L1", "layers": 1}, {"tag": "-L3", "layers": 3}], "dims": {"num_hidden_layers": 28}}
+    rows = report.counted_driver(tmp_path, "llama.cpp-q8_0", lspec)
+    want = recompute.estimates(tmp_path, "llama.cpp-q8_0", lspec, 28)
+    assert [c["threads"] for c in rows] == [8, 4] and sorted(want) == [4, 8]
+    for c in rows:
+        assert c["long_prompt"] == 512 and "est_prompt_tok_s" in want[c["threads"]]
+        for key, v in want[c["threads"]].items():
+            assert c[key] == pytest.approx(v, rel=1e-9), (c["threads"], key)

@@ -95,6 +95,29 @@ def test_summarize_levels_and_ratio(sb, tmp_path):
     assert s["ratio_first_last"] == pytest.approx(exp[8] / exp[1])
 
 
+def test_time_to_first_token_windows(sb):
+    """Region 8 + c holds the first-token window of level c: c requests, one token each;
+    its estimated time is the last request's time to first token (c tokens / est tok/s)."""
+    plugin = {"regions": {}}
+    levels = {}
+    for c in (1, 4):
+        plugin["regions"][str(c)] = _region([_thread(2e9, 1e7, 1000, 4e7)], 6e7, 0)
+        # the first tokens: compute-bound at c = 1 (2e8 cycles, 1e6 DRAM bytes), DRAM-bound at c = 4
+        first = [_thread(2e8 * c, 0, 0, 0)] * 2
+        plugin["regions"][str(sb.TTFT_REGION_BASE + c)] = _region(first, 1e6 if c == 1 else 4e9, 0)
+        levels[str(c)] = {"tokens": 16 * c, "requests": c, "emulated_wall_s": 1.0}
+    s = sb.summarize(json.loads(json.dumps(plugin)), levels)
+    for c in (1, 4):
+        dram = 1e6 if c == 1 else 4e9
+        want = max(max(2e8 * c, 2 * 2e8 * c / CORES) / CLOCK, dram / ACHIEVED)
+        assert s["levels"][str(c)]["est_ttft_s"] == pytest.approx(want)
+        assert s["levels"][str(c)]["est_ttft_s_peak_bw"] == pytest.approx(max(2e8 * c / CLOCK, dram / PEAK))
+    assert s["levels"]["1"]["ttft_bound"] == "compute" and s["levels"]["4"]["ttft_bound"] == "memory"
+    # A run without first-token windows (older results) has no TTFT, and says so in the report.
+    del plugin["regions"][str(sb.TTFT_REGION_BASE + 1)]
+    assert "est_ttft_s" not in sb.summarize(plugin, levels)["levels"]["1"]
+
+
 def test_missing_region_is_an_error(sb):
     with pytest.raises(ValueError, match="no region 4"):
         sb.summarize({"regions": {}}, {"4": {"tokens": 64}})
