@@ -191,7 +191,15 @@ class ComputeNumber:
     counted: dict          # threads -> {"serial_cycles", "parallel_cycles", "dram_bytes"} of the whole prompt
 
 
-COMPUTE_PUBLISHED: tuple[ComputeNumber, ...] = ()
+COMPUTE_PUBLISHED: tuple[ComputeNumber, ...] = (
+    # llama-bench on the board; its thread count is not published (llama-bench's default is
+    # the core count, 8 on the K1). Debian's build has this vec_dot path (the repack GEMM,
+    # 16.01 tok/s in the same PR, needs Zvfh, which Debian's RVV variant is built without).
+    ComputeNumber("llamacpp-q2_k-tinyllama-pp512", "llama.cpp RVV vec_dot (no IME, no repack)", "TinyLlama-1.1B",
+                  "Q2_K", 512, 7.47, "llama.cpp PR #19121, 'Vec Dot' column",
+                  {8: {"serial_cycles": -8.29059e+08, "parallel_cycles": 9.28453e+10, "dram_bytes": 1.84364e+10},
+                   4: {"serial_cycles": 0.0, "parallel_cycles": 1.87472e+11, "dram_bytes": 1.75671e+10}}),
+)
 
 
 def compute_checks(bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> list[dict]:
@@ -202,7 +210,8 @@ def compute_checks(bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> list[dict
     out = []
     for c in COMPUTE_PUBLISHED:
         for threads, k in sorted(c.counted.items(), reverse=True):
-            s = k["serial_cycles"] / K1_CLOCK_HZ + max(k["parallel_cycles"] / K1_CLOCK_HZ, k["dram_bytes"] / bandwidth)
+            s = max(0.0, k["serial_cycles"]) / K1_CLOCK_HZ + max(k["parallel_cycles"] / K1_CLOCK_HZ,
+                                                                 k["dram_bytes"] / bandwidth)
             pred = c.prompt / s
             out.append({"key": c.key, "program": c.program, "model": c.model, "format": c.fmt, "prompt": c.prompt,
                         "published_tok_s": c.tok_s, "source": c.source, "threads": threads,

@@ -6,8 +6,8 @@ python/rvv_inductor/demo/estimate.py and the K1 numbers in policy.py:
   per thread: cycles = (insns - vector_insns + vsetvl) x CPI + vbeats;
   a region counted on several threads: serial = the opening thread's (owner_vcpu) cycles
   beyond the median of the other active threads' cycles, parallel = the largest other
-  thread's; seconds = serial / clock + max(parallel / clock, all threads' DRAM bytes /
-  bandwidth); a region counted on one thread: its total cycles, divided by the core count
+  thread's; seconds = max(serial, 0) / clock + max(parallel / clock, all threads' DRAM
+  bytes / bandwidth) (an extrapolated serial part can come out below zero); a region counted on one thread: its total cycles, divided by the core count
   for the Linear region only, and max(that / clock, DRAM / bandwidth);
   counts at two depths a < b extrapolate linearly to the model's depth (the serial and
   parallel cycles taken per run before extrapolating);
@@ -70,7 +70,7 @@ def _seconds(r: dict | None, div: float, linear: bool, bandwidth: float) -> floa
         return 0.0
     dram = r["dram"] / div / bandwidth
     if r["threads"] > 1:
-        return r["serial"] / div / policy.K1_CLOCK_HZ + max(r["parallel"] / div / policy.K1_CLOCK_HZ, dram)
+        return max(r["serial"], 0.0) / div / policy.K1_CLOCK_HZ + max(r["parallel"] / div / policy.K1_CLOCK_HZ, dram)
     return max(r["total"] / div / policy.K1_CLOCK_HZ / (policy.K1_CORES if linear else 1), dram)
 
 

@@ -100,7 +100,10 @@ def region_seconds(c: dict, cores: int, bandwidth: float = K1_DRAM_ACHIEVED_BYTE
     A region counted on several threads takes its busiest thread's cycles instead."""
     dram = c.get("dram_read_bytes", 0) + c.get("dram_write_bytes", 0)
     if c.get("threads_active", 1) > 1 and c.get("max_thread_cycles"):
-        serial, parallel = c.get("serial_cycles", 0.0), c.get("parallel_cycles", c["max_thread_cycles"])
+        # An extrapolated serial part can come out slightly negative (it is a difference of
+        # two counts, each a difference of threads): there is no negative time.
+        serial = max(0.0, c.get("serial_cycles", 0.0))
+        parallel = c.get("parallel_cycles", c["max_thread_cycles"])
         split = f"measured: serial on the opening thread + the busiest of {c['threads_active']:.0f} threads"
     elif cores > 1:  # counted on one thread: assumed to split evenly, nothing serial
         serial, parallel = 0.0, compute_cycles(c) / cores
