@@ -65,6 +65,8 @@ for b in spec["batches"]:
     buckets.add(m_bucket(b))  # decode and prefill's lm_head
     for p in spec["prompts"]:
         buckets.add(m_bucket(min(b * p, M_BUCKETS[-1])))
+if spec.get("count_prefill"):  # the measuring pass compiles the long prompt's bucket beforehand
+    buckets.add(m_bucket(min(spec["count_prefill"], M_BUCKETS[-1])))
 if "regional" in modes:
     reg = modes["regional"]
     # Every artifact is one Dynamo graph, and one per distinct (N, K, M-bucket, bias).
@@ -181,10 +183,10 @@ if counted:
                     check(c[f"est_{kind}_tok_s"] <= c[f"est_{kind}_tok_s_dram_fit"] * (1 + 1e-9)
                           <= c[f"est_{kind}_tok_s_ceiling"] * (1 + 1e-9) ** 2,
                           f"{name}: {kind} estimates not ordered by bandwidth")
-        # Equal thread counts: llama.cpp and the package at the K1's cores (as the torch
-        # modes) and at 4 (IME boards); the torch modes at the K1's cores.
+        # Equal thread counts: llama.cpp at the K1's cores (as the torch modes and the
+        # package) and at 4 (IME boards).
         threads = sorted(c.get("threads") for c in m["counts"])
-        check(threads == ([4, policy.K1_CORES] if name in drivers else [policy.K1_CORES] * len(m["counts"])),
+        check(threads == ([4, policy.K1_CORES] if name in LLAMA else [policy.K1_CORES] * len(m["counts"])),
               f"{name}: counted at threads {threads}")
         # The long prompt (time to first token), where the run asked for it.
         if long_p and name != "eager" and name != "whole" and LLAMA.get(name) != "bf16":

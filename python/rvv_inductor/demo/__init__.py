@@ -207,7 +207,7 @@ def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str
                 continue
             if m in worker.DRIVER_MODES:  # worker._write_*_count_runs: decode and the long prompt per thread count
                 depths = [""] if m in worker.PACKAGE_MODES else [r["tag"] for r in runs]
-                for t in worker.count_threads(spec):
+                for t in worker.count_threads(spec, m):
                     stages.append((f"count:{m}-t{t}", expected_seconds("count", m, n, ctok)))
                     stages += [(f"count:{m}-prompt-t{t}{d}", expected_seconds("count-prompt", m, n, long_p))
                                for d in depths if long_p]

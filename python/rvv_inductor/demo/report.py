@@ -588,10 +588,16 @@ def _calibration_line(rep: dict) -> str:
         line += (f" DRAM-bound fit {d['bandwidth'] / 1e9:.3f} GB/s (to {d['reference']}): residuals "
                  + ", ".join(f"{r['key']} {r['error']:+.0%}" for r in d["rows"])
                  + f"; RMS log error {d['rms_log_error']:.2f} (conservative fit: {c['rms_log_error']:.2f}).")
+    by_key: dict[str, list[dict]] = {}
     for cc in c.get("compute") or []:
+        by_key.setdefault(cc["key"], []).append(cc)
+    for rows in by_key.values():
+        cc = rows[0]
         line += (f" Compute side: {cc['program']}, {cc['model']} {cc['format']} pp{cc['prompt']} published "
-                 f"{cc['published_tok_s']:.2f} tok/s ({cc['source']}); the model on Debian's llama.cpp counted at "
-                 f"{cc['threads']} threads: {cc['predicted_tok_s']:.2f} ({cc['error']:+.0%}).")
+                 f"{cc['published_tok_s']:.2f} tok/s ({cc['source']}, threads not published); the model on Debian's "
+                 "llama.cpp, counted: " + ", ".join(f"{r['predicted_tok_s']:.2f} at {r['threads']} threads "
+                                                   f"({r['error']:+.0%})" for r in rows)
+                 + " (bench/results/calibration).")
     return line
 
 

@@ -563,14 +563,17 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     return res
 
 
-def count_threads(spec: dict) -> list[int]:
-    """The thread counts a C++ driver (llama.cpp, rvv-generate) is counted at: the K1's
-    cores, which our torch modes are counted at, and 4, the count llama.cpp + IME boards
-    run (IME exists on one 4-core cluster). Every side-by-side row then compares equal
-    thread counts."""
+def count_threads(spec: dict, mode: str = "") -> list[int]:
+    """The thread counts a C++ driver is counted at: the K1's cores, which our torch modes
+    are counted at, and, for llama.cpp, 4, the count llama.cpp + IME boards run (IME
+    exists on one 4-core cluster). Every side-by-side row then compares equal thread
+    counts. The package is counted at the cores only: its RVV calls are partitioned when it
+    is exported (export --threads) and run on the library's own pool, so rvv-generate
+    --threads 4 still runs them on 8 (counted: 8 threads active in its prompt either way)."""
     from ..policy import K1_CORES
 
-    return sorted({spec.get("count_threads") or K1_CORES, 4}, reverse=True)
+    cores = spec.get("count_threads") or K1_CORES
+    return [cores] if mode in PACKAGE_MODES else sorted({cores, 4}, reverse=True)
 
 
 def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: Path, prog) -> None:
@@ -604,7 +607,7 @@ def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: 
         # prompt at one 1.5B layer alone would be ~0.3 T instructions, hours under the plugin.
         long_p, files = 0, {}
     long_ids = [int(t) for t in _workload_inputs(spec, 1, long_p)[0]] if long_p else []
-    for t in count_threads(spec):
+    for t in count_threads(spec, mode_name):
         argv = llamacpp.decode_argv(str(gguf_path), ids, spec["count_steps"], t, LLAMACPP_REGION)
         runs.append({"tag": f"-t{t}", "kind": "decode", "threads": t, "argv": [str(x) for x in argv], "prompt": cp,
                      "steps": spec["count_steps"], "region": LLAMACPP_REGION})
@@ -773,7 +776,7 @@ def run_package(spec: dict, mode_name: str) -> dict:
         # per token) then every decode step in LLAMACPP_REGION; and the long prompt alone
         # (count_prefill tokens, whose first token is the time to first token).
         runs = []
-        for t in count_threads(spec):
+        for t in count_threads(spec, mode_name):
             for kind, p, steps in (("decode", spec["count_prompt"], spec["count_steps"]),
                                    ("prompt", spec.get("count_prefill") or 0, 0)):
                 if not p:
