@@ -53,7 +53,11 @@ def main(argv: list[str]) -> int:
     for t, r in rows.items():
         print(f"  {t}: {{'serial_cycles': {r['serial_cycles']:.6g}, 'parallel_cycles': {r['parallel_cycles']:.6g}, "
               f"'dram_bytes': {r['dram_bytes']:.6g}}},")
-    checks = calibration.compute_checks()
+    (pub,) = calibration.COMPUTE_PUBLISHED
+    counted_now = calibration.ComputeNumber(**{**pub.__dict__, "counted": {
+        t: {k: r[k] for k in ("serial_cycles", "parallel_cycles", "dram_bytes")} for t, r in rows.items()}})
+    now = {c["threads"]: c for c in calibration.compute_checks(numbers=(counted_now,))}
+    recorded = {c["threads"]: c for c in calibration.compute_checks()}
     L = ["# Compute-side calibration: a compute-bound published prompt rate beside the counted workload", "",
          "Regenerate: `bench/compute_calibration.sh build/calib` (about 1.5 h emulated), copy its counts here, then "
          "`bench/calibration_report.py`.", "",
@@ -66,13 +70,12 @@ def main(argv: list[str]) -> int:
          "| threads | instructions / prompt token | DRAM MB / prompt token | serial ms | parallel ms | "
          "model tok/s (3.33 GB/s) | published | error |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for t, r in rows.items():
-        s = max(0.0, r["serial_cycles"]) / policy.K1_CLOCK_HZ
-        par = r["parallel_cycles"] / policy.K1_CLOCK_HZ
-        mem = r["dram_bytes"] / policy.K1_DRAM_ACHIEVED_BYTES_PER_S
-        pred = 512 / (s + max(par, mem))
-        L.append(f"| {t} | {r['insns'] / 512 / 1e6:.1f} M | {r['dram_bytes'] / 512 / 1e6:.2f} | {s * 1e3:.0f} | "
-                 f"{par * 1e3:.0f} | {pred:.2f} | 7.47 | {pred / 7.47 - 1:+.0%} |")
-        rec = next((c for c in checks if c["threads"] == t), None)
+        pred = now[t]["predicted_tok_s"]
+        L.append(f"| {t} | {r['insns'] / 512 / 1e6:.1f} M | {r['dram_bytes'] / 512 / 1e6:.2f} | "
+                 f"{max(0.0, r['serial_cycles']) / policy.K1_CLOCK_HZ * 1e3:.0f} | "
+                 f"{r['parallel_cycles'] / policy.K1_CLOCK_HZ * 1e3:.0f} | {pred:.2f} | {pub.tok_s} | "
+                 f"{now[t]['error']:+.0%} |")
+        rec = recorded.get(t)
         if rec is None or abs(rec["predicted_tok_s"] / pred - 1) > 1e-6:
             print(f"calibration.COMPUTE_PUBLISHED is out of date for {t} threads: it gives "
                   f"{rec and rec['predicted_tok_s']}, the counts {pred}")

@@ -202,13 +202,15 @@ COMPUTE_PUBLISHED: tuple[ComputeNumber, ...] = (
 )
 
 
-def compute_checks(bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> list[dict]:
-    """Each compute-bound published number against the estimate of the same workload at
-    every counted thread count: predicted tok/s and the error (prediction / published - 1)."""
+def compute_checks(bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S,
+                   numbers: tuple[ComputeNumber, ...] | None = None) -> list[dict]:
+    """Each compute-bound published number (``COMPUTE_PUBLISHED`` unless ``numbers``)
+    against the estimate of the same workload at every counted thread count: predicted
+    tok/s and the error (prediction / published - 1)."""
     from .policy import K1_CLOCK_HZ
 
     out = []
-    for c in COMPUTE_PUBLISHED:
+    for c in COMPUTE_PUBLISHED if numbers is None else numbers:
         for threads, k in sorted(c.counted.items(), reverse=True):
             s = max(0.0, k["serial_cycles"]) / K1_CLOCK_HZ + max(k["parallel_cycles"] / K1_CLOCK_HZ,
                                                                  k["dram_bytes"] / bandwidth)
