@@ -83,10 +83,9 @@ def load_regions(out: Path, mode: str, cspec: dict) -> dict | None:
     """The counted regions of `mode`, extrapolated to the model's depth when the counting
     runs used fewer layers (--count-layers)."""
     runs = cspec.get("runs") or [{"tag": "", "layers": cspec["dims"]["num_hidden_layers"]}]
-    paths = [out / f"counts-{mode}{r['tag']}.json" for r in runs]
-    if not all(p.is_file() for p in paths):
+    regions = [_run_regions(out, mode, r["tag"]) for r in runs]
+    if any(r is None for r in regions):
         return None
-    regions = [{rid: derive(r) for rid, r in json.loads(p.read_text()).get("regions", {}).items()} for p in paths]
     if len(runs) == 1:
         return regions[0]
     return extrapolate(regions[0], regions[1], runs[0]["layers"], runs[1]["layers"],
@@ -106,7 +105,8 @@ def _driver_backend(out: Path, mode: str, tag: str) -> str | None:
     return None
 
 
-def _driver_regions(out: Path, mode: str, tag: str) -> dict | None:
+def _run_regions(out: Path, mode: str, tag: str) -> dict | None:
+    """The derived regions of one counting run (counts-MODE TAG.json), or None if it is missing."""
     path = out / f"counts-{mode}{tag}.json"
     if not path.is_file():
         return None
@@ -128,7 +128,7 @@ def counted_driver(out: Path, mode: str, cspec: dict) -> list[dict] | None:
     rows = []
     for t in sorted({r["threads"] for r in runs}, reverse=True):
         dec_run = next((r for r in runs if r["threads"] == t and r["kind"] == "decode"), None)
-        regs = _driver_regions(out, mode, dec_run["tag"]) if dec_run else None
+        regs = _run_regions(out, mode, dec_run["tag"]) if dec_run else None
         reg = (regs or {}).get(str(dec_run.get("region", LLAMACPP_REGION))) if dec_run else None
         if not reg:
             continue
@@ -153,7 +153,7 @@ def _driver_long_prompt(out: Path, mode: str, cspec: dict, runs: list[dict]) -> 
     if not runs:
         return {}
     region = str(runs[0]["prefill_region"])
-    per_run = [(_driver_regions(out, mode, r["tag"]) or {}).get(region) for r in runs]
+    per_run = [(_run_regions(out, mode, r["tag"]) or {}).get(region) for r in runs]
     if not all(per_run):
         return {}
     p = runs[0]["prompt"]
