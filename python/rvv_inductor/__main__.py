@@ -22,8 +22,26 @@ def _info(argv: list[str]) -> int:
     except NativeLibraryError:  # off riscv64, without a host build of the C++ core
         march = None
     print(json.dumps({"detected": d.__dict__, "march": march,
-                      "effective": e.__dict__ if e else None, "override_error": err}, indent=2))
+                      "effective": e.__dict__ if e else None, "override_error": err,
+                      "operator_kernels": _operator_kernels()}, indent=2))
     return 1 if err else 0
+
+
+def _operator_kernels() -> str | None:
+    """Which kernels the rvv_inductor:: operators will register, without importing torch:
+    the C++ library beside the core, or why the ctypes ones (ops.kernels() says it at run time)."""
+    import os
+    from pathlib import Path
+
+    from . import _native
+
+    if os.environ.get("RVV_INDUCTOR_TORCH_OPS", "1") == "0":
+        return "ctypes (RVV_INDUCTOR_TORCH_OPS=0)"
+    try:
+        lib = Path(_native.lib()._name).with_name(_native.OPS_LIBNAME)
+    except _native.NativeLibraryError:
+        return None
+    return f"c++ ({lib})" if lib.is_file() else f"ctypes ({lib} was not built)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 
 _LIBNAME = "librvv_inductor_core.so"
+# The operators' C++ kernels (csrc/torch_ops), beside the core library when built.
+OPS_LIBNAME = "librvv_inductor_ops.so"
 _PKG = Path(__file__).resolve().parent
 _REPO = _PKG.parent.parent
 

@@ -30,7 +30,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
-from . import _native, cpu, functional_linear, heap, ops, packed, quantized
+from . import _native, cpu, functional_linear, heap, layer_regions, ops, packed, quantized
 from .integration import enable
 from .policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, X8_GEMM_OPTION, Gate,
                      check_activations, resolve_activations, x8_applies)
@@ -38,6 +38,7 @@ from .reasons import Fallback, Policy
 from .runtime import run_packed
 
 log = logging.getLogger("rvv_inductor")
+_BF16 = torch.bfloat16
 
 
 class RVVLinear(torch.nn.Module):
@@ -50,8 +51,13 @@ class RVVLinear(torch.nn.Module):
         super().__init__()
         self.in_features, self.out_features, self.nb = in_features, out_features, nb
         self.register_buffer("packed_weight", torch.empty(0, dtype=torch.bfloat16), persistent=False)
-        self.bias = torch.nn.Parameter(bias.detach().clone(), requires_grad=False) if bias is not None else None
-        self._materialized: torch.Tensor | None = None
+        # Registered even when None, as nn.Linear does: forward reads it from _parameters.
+        self.register_parameter("bias", torch.nn.Parameter(bias.detach().clone(), requires_grad=False)
+                                if bias is not None else None)
+        # The materialised [N, K] weight (see `weight`), kept in __dict__ (object.__setattr__):
+        # a Parameter, but not one of the module's, and forward reads it without
+        # nn.Module.__getattr__.
+        object.__setattr__(self, "_materialized", None)
         self._materialized_version = 0
         self._lock = threading.Lock()
 
@@ -90,8 +96,12 @@ class RVVLinear(torch.nn.Module):
             if self._materialized is None:
                 # A Parameter (not registered: the module's parameter is the packed buffer)
                 # so that code asking for one (get_parameter, transformers' tie_weights) works.
-                self._materialized = torch.nn.Parameter(self._unpacked(), requires_grad=False)
-                self._materialized_version = self._materialized._version
+                # Built outside inference mode even when asked inside it: an inference tensor
+                # has no version counter, and in-place changes must still reach the layer.
+                with torch.inference_mode(False):
+                    mat = torch.nn.Parameter(self._unpacked(), requires_grad=False)
+                object.__setattr__(self, "_materialized", mat)
+                self._materialized_version = mat._version
             return self._materialized
 
     def __setattr__(self, name, value):
@@ -107,7 +117,7 @@ class RVVLinear(torch.nn.Module):
             if mat is not None:
                 if mat._version != self._materialized_version:
                     self._repack(mat)
-                self._materialized = None
+                object.__setattr__(self, "_materialized", None)
 
     # -- checkpoints ----------------------------------------------------------------
     def _save_to_state_dict(self, destination, prefix, keep_vars):
@@ -122,7 +132,7 @@ class RVVLinear(torch.nn.Module):
         if key in state_dict:
             try:
                 self._repack(state_dict[key])
-                self._materialized = None
+                object.__setattr__(self, "_materialized", None)
             except ValueError as e:
                 error_msgs.append(str(e))
         elif strict:
@@ -145,17 +155,21 @@ class RVVLinear(torch.nn.Module):
         return self
 
     # -- forward ----------------------------------------------------------------------
+    # The decode path is counted (bench/call_overhead.sh): it reads the module's dicts
+    # directly instead of through nn.Module.__getattr__, and the op does the rest in C++.
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._sync_weight()
-        bias_ok = self.bias is None or self.bias.dtype == torch.bfloat16
-        if (x.dtype != torch.bfloat16 or not bias_ok or x.device.type != "cpu"
-                or x.shape[-1] != self.in_features):
+        d = self.__dict__
+        if d["_materialized"] is not None:
+            self._sync_weight()
+        bias = d["_parameters"]["bias"]
+        if (x.dtype is not _BF16 or not x.is_cpu or x.shape[-1] != d["in_features"]
+                or (bias is not None and bias.dtype is not _BF16)):
             w = self._unpacked().to(x.dtype)
-            return F.linear(x, w, self.bias.to(x.dtype) if self.bias is not None else None)
-        return self._run(x)
+            return F.linear(x, w, bias.to(x.dtype) if bias is not None else None)
+        return self._run(x, d["_buffers"]["packed_weight"], bias)
 
-    def _run(self, x: torch.Tensor) -> torch.Tensor:
-        return run_packed(x, self.packed_weight, self.out_features, self.in_features, self.bias)
+    def _run(self, x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return run_packed(x, wp, self.out_features, self.in_features, bias)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows ``ids`` of the [N, K] weight, ``[*ids.shape, K]`` bf16, read from the packed
@@ -194,9 +208,9 @@ class RVVQuantLinear(RVVLinear):
                  group_size: int, scale_dtype: str = "f16", activations: str = DEFAULT_ACTIVATIONS) -> None:
         super().__init__(in_features, out_features, bias, nb)
         self.format, self.group_size, self.scale_dtype = fmt, group_size, scale_dtype
-        self.activations = check_activations(activations, "RVVQuantLinear")
         self._layout = quantized.layout(quantized.FORMAT_CODES[fmt], group_size, quantized.SCALE_DTYPES[scale_dtype],
                                         False, out_features, in_features, nb)
+        self.activations = activations
         self.register_buffer("packed_weight", torch.empty(0, dtype=torch.uint8), persistent=False)
 
     @classmethod
@@ -234,13 +248,26 @@ class RVVQuantLinear(RVVLinear):
         out = quantized.dequantize_rows(self.packed_weight, self._layout, idx).to(torch.bfloat16)
         return out.reshape(*ids.shape, self.in_features)
 
-    def _run(self, x: torch.Tensor) -> torch.Tensor:
+    @property
+    def activations(self) -> str:
+        return self.__dict__["_activations"]
+
+    @activations.setter
+    def activations(self, value: str) -> None:
+        # Checked and turned into the op's arguments here, once, not at every call.
+        self.__dict__["_activations"] = check_activations(value, "RVVQuantLinear")
         lay = self._layout
-        lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        y = ops.linear_packed_q(x2, self.packed_weight, self.bias, self.out_features, lay.dtype, lay.group_size,
-                                lay.scale_dtype, lay.zero_points, lay.nb, self._options())
-        return y.reshape(*lead, self.out_features)
+        self.__dict__["_op_args"] = (self.out_features, lay.dtype, lay.group_size, lay.scale_dtype,
+                                     lay.zero_points, lay.nb, self._options())
+
+    def __setattr__(self, name, value):
+        if name == "activations":  # a property: nn.Module.__setattr__ would shadow it
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
+
+    def _run(self, x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        return ops.linear_packed_q(x, wp, bias, *self.__dict__["_op_args"])
 
     def _options(self) -> int:
         return X8_GEMM_OPTION if resolve_activations(self.format, self.activations) == "int8" else 0
@@ -317,7 +344,7 @@ class RVVTiedEmbedding(torch.nn.Module):
         if key in state_dict:
             try:
                 self.linear._repack(state_dict[key])
-                self.linear._materialized = None
+                object.__setattr__(self.linear, "_materialized", None)
             except ValueError as e:
                 error_msgs.append(str(e))
         elif strict:
@@ -365,6 +392,10 @@ class LinearReport:
     # quantized layers that really quantize it (the others run the FP path).
     activations: str = DEFAULT_ACTIVATIONS
     int8_activation_layers: list[str] = dataclasses.field(default_factory=list)
+    # compile_linears(compile_layers=True): the blocks compiled as regions, and whether
+    # attention was switched to the RVV op (layer_regions.py).
+    compiled_layers: list[str] = dataclasses.field(default_factory=list)
+    rvv_attention: bool = False
 
     @property
     def packed_overhead(self) -> float:
@@ -392,6 +423,10 @@ class LinearReport:
                   "copy extra)" for name, n, k in self.functional]
         lines += [f"  kept  {name}  ({why})" for name, why in self.fell_back]
         lines += [f"  tied  {emb} reads the packed {lin} (no table of its own)" for emb, lin in self.tied]
+        if self.compiled_layers:
+            lines.append(f"  {len(self.compiled_layers)} layers compiled as regions "
+                         f"({self.compiled_layers[0]} .. {self.compiled_layers[-1]})"
+                         + ("; attention through the RVV kernel" if self.rvv_attention else ""))
         return "\n".join(lines)
 
 
@@ -690,7 +725,7 @@ def _route_functional(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, rep
 
 def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights: str = "bf16",
                     group_size: int | None = None, keep_bf16: str | list[str] | tuple[str, ...] = (),
-                    load=None, activations: str = DEFAULT_ACTIVATIONS) -> LinearReport:
+                    load=None, activations: str = DEFAULT_ACTIVATIONS, compile_layers: bool = False) -> LinearReport:
     """Replace every eligible nn.Linear of ``model`` (in place) by an RVVLinear, and route
     the F.linear calls of other modules on their own 2-D BF16 weights (functional_linear);
     return a report of what was taken, what was kept, and why.
@@ -730,6 +765,13 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     on the CPU first, or let the callable compute them. A model with meta tensors and no
     ``load`` is a ValueError, raised before anything changes.
 
+    ``compile_layers=True``: each repeated block (the decoder layers) then runs as one
+    compiled region around its packed Linear layers: norms, RoPE, the cache update and the
+    residual adds as generated code, attention through the RVV kernel
+    (``layer_regions.py``). Decode does a fraction of eager's work between the Linear
+    kernels; the price is each layer's compile at its first prompt and first decode step
+    (``report.compiled_layers`` names them).
+
     ``gate`` decides which weight shapes are worth a compiled region: by default
     ``Gate.regional()`` (N, K >= 128), with the keys set in ``RVV_INDUCTOR_REGIONAL_GATE``
     ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``, which
@@ -748,5 +790,9 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
         loader.materialize_rest(model, report)
     if info.has_v:
         _route_functional(model, info, gate, report)
+    if not isinstance(compile_layers, bool):
+        raise ValueError(f"compile_linears: compile_layers must be True or False, got {compile_layers!r}")
+    if compile_layers:
+        report.compiled_layers, report.rvv_attention = layer_regions.compile_layers(model, (RVVLinear,))
     log.info("%s", report)
     return report

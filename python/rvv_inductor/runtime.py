@@ -3,7 +3,7 @@ artifacts shared by every layer of the same shape.
 
 ``run_packed`` pads the rows of a call to an M bucket (``policy.M_BUCKETS``), splits more
 rows than the largest bucket into chunks, and runs the artifact compiled for
-(N, K, bucket, bias). An artifact is ``torch.compile`` of one ``rvv_inductor::linear_packed``
+(N, K, bucket, bias); a call with one row runs the operator's C++ kernel directly. An artifact is ``torch.compile`` of one ``rvv_inductor::linear_packed``
 call: the packed weight is a graph *input*, so one artifact serves every layer of its
 shape and weight updates never recompile. Compiling it lowers the op to the RVV GEMM
 template when ``rvv_inductor.enable()`` is active (``inductor/packed_lowering.py``);
@@ -66,9 +66,31 @@ def artifact_keys() -> list[tuple]:
     return ARTIFACTS.keys()
 
 
+# (N, K, 1, has_bias) of the one-row calls that ran the operator directly: with
+# artifact_keys(), every shape and bucket that ran (a set add per call: cheap).
+_DIRECT: set[tuple] = set()
+
+
+def direct_keys() -> list[tuple]:
+    """(N, K, 1, has_bias) of every one-row call so far, run by the operator's kernel
+    without a compiled artifact."""
+    return sorted(_DIRECT)
+
+
 def run_packed(x: torch.Tensor, wp: torch.Tensor, n: int, k: int, bias: torch.Tensor | None) -> torch.Tensor:
     """y = x @ W^T + bias for a BF16 CPU x[..., k] and W packed in wp, through the shared
-    compiled artifacts: M rows padded to a bucket, more than the largest bucket split."""
+    compiled artifacts: M rows padded to a bucket, more than the largest bucket split.
+
+    One row (a decode step) calls the operator's eager kernel instead: the same csrc GEMV
+    the template would include, without the compiled graph's wrappers around it (their
+    per-call cost exceeds the work at decode; bench/call_overhead.sh counts both)."""
+    if x.numel() == k:
+        _DIRECT.add((n, k, 1, bias is not None))
+        return ops.linear_packed(x, wp, bias, n)
+    if torch.compiler.is_compiling():
+        # Traced into the caller's graph (a compiled layer or model): the op is one node of
+        # it, lowered to the RVV template there (which takes a 2-D x); no artifact of our own.
+        return ops.linear_packed(x.reshape(-1, k), wp, bias, n).reshape(*x.shape[:-1], n)
     lead = x.shape[:-1]
     x2 = x.reshape(-1, k)
     # Row-strided activations (e.g. the last position of a prefill, sliced for lm_head)

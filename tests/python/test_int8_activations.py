@@ -101,6 +101,11 @@ def test_bad_values_are_errors():
             rvv_inductor.enable(weights="int4", activations=bad if bad is not None else "none")
     with pytest.raises(ValueError, match="activations"):
         regional.RVVQuantLinear(256, 256, None, 64, "int4", 32, activations="int16")
+    # Set on a layer: checked at once (the op's arguments are derived then), the old value kept.
+    layer = regional.RVVQuantLinear(256, 256, None, 64, "int4", 32, activations="bf16")
+    with pytest.raises(ValueError, match="activations"):
+        layer.activations = "int16"
+    assert layer.activations == "bf16" and layer.activations_used == "bf16"
 
 
 def test_report_names_the_choice():

@@ -58,3 +58,20 @@ def test_env_var_enables_through_torch_autoload(installed):
     r = _run(installed, "import torch, sys; m = sys.modules.get('rvv_inductor');"
                         "print(bool(m and m.is_enabled()))")
     assert r.stdout.strip() == "False"
+
+
+def test_installed_package_runs_the_cpp_operator_kernels(installed):
+    """Where LibTorch's headers are installed (libtorch-dev, as in this root filesystem),
+    the wheel builds librvv_inductor_ops.so beside the core and the operators run it."""
+    if not Path("/usr/include/torch/csrc/stable/library.h").is_file():
+        pytest.fail("libtorch-dev is missing in this environment (scripts/setup installs it)")
+    code = ("import torch, rvv_inductor.ops as o; print(o.kernels());"
+            "x = torch.ones(1, 64, dtype=torch.bfloat16);"
+            "from rvv_inductor import cpu, packed;"
+            "wp = packed.pack(torch.ones(64, 64, dtype=torch.bfloat16), cpu.effective().block_n);"
+            "print(float(o.linear_packed(x, wp, None, 64)[0, 0]))")
+    r = _run(installed, code)
+    assert r.returncode == 0, r.stderr
+    kernels, value = r.stdout.split()
+    assert kernels == "c++" and float(value) == 64.0
+    assert (installed / "rvv_inductor" / "librvv_inductor_ops.so").is_file()

@@ -66,17 +66,20 @@ def test_layer_within_kernel_bound(fmt, group):
 
 
 def test_inside_torch_compile_no_graph_break():
-    """What a quantized layer runs after its weight sync (``_run``: the
-    ``rvv_inductor::linear_packed_q`` op) is one node of a compiled graph (fullgraph=True:
-    a graph break would raise) and gives the eager result bit for bit. (As for RVVLinear,
-    forward's weight sync takes a lock and stays outside compiled code.)"""
-    lin = make_linear(256, 256, bias=False)
-    layer = regional.RVVQuantLinear.from_linear(lin, cpu.effective().block_n, "int4", 64)
-    x = torch.randn(2, 3, 256, dtype=torch.bfloat16)
-    with torch.no_grad():
-        want = layer(x)
-        got = torch.compile(lambda t: torch.relu(layer._run(t)), fullgraph=True)(x)
-    assert torch.equal(got, torch.relu(want))
+    """A packed layer's forward traces into the caller's compiled graph (fullgraph=True: a
+    graph break would raise): the ``rvv_inductor::linear_packed_q`` / ``linear_packed`` op is
+    one node of it, and the result is the eager one bit for bit. (What a per-layer or
+    whole-model compile of a model after compile_linears relies on.)"""
+    lin = make_linear(256, 256, bias=True)
+    for layer in (regional.RVVQuantLinear.from_linear(lin, cpu.effective().block_n, "int4", 64),
+                  regional.RVVLinear.from_linear(lin, cpu.effective().block_n)):
+        for shape in ((2, 3, 256), (1, 1, 256)):
+            x = torch.randn(*shape, dtype=torch.bfloat16)
+            torch._dynamo.reset()
+            with torch.no_grad():
+                want = layer(x)
+                got = torch.compile(lambda t: torch.relu(layer(t)), fullgraph=True)(x)
+            assert torch.equal(got, torch.relu(want)), (type(layer).__name__, shape)
 
 
 class Two(torch.nn.Module):

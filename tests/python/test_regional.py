@@ -117,9 +117,11 @@ def test_buckets_artifacts_and_results(compiled):
             check_layer(getattr(model, name), getattr(ref, name),
                         torch.randn(m, getattr(ref, name).in_features).to(torch.bfloat16))
     keys = set(runtime.artifact_keys()) - keys0
-    # One artifact per (N, K, bucket, bias), shared by o1 and o2.
-    assert keys == {(n, k, b, bias) for b in (1, 2, 4)
-                    for n, k, bias in ((2048, 1024, True), (1024, 2048, False), (1024, 1024, False))}
+    shapes = ((2048, 1024, True), (1024, 2048, False), (1024, 1024, False))
+    # One artifact per (N, K, bucket, bias), shared by o1 and o2; one-row calls run the
+    # operator's kernel directly: no artifact, but recorded.
+    assert keys == {(n, k, b, bias) for b in (2, 4) for n, k, bias in shapes}
+    assert {(n, k, 1, bias) for n, k, bias in shapes} <= set(runtime.direct_keys())
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - frames0 == len(keys)
     # Prefill-sized M (> 128) is split into 128-row chunks of the M=128 artifact.
     x = torch.randn(130, 1024).to(torch.bfloat16)
@@ -180,6 +182,36 @@ def test_bad_input(compiled):
                                    rtol=1e-5, atol=1e-5)
     xt = torch.randn(1024, 3).to(torch.bfloat16).T
     check_layer(model.o1, ref.o1, xt)
+
+
+def test_module_contract_on_the_fast_path(compiled):
+    """What forward reads without nn.Module.__getattr__ still follows the module: the
+    weight inside inference_mode (no version counter there) and its in-place changes, a
+    new bias, .to() of the bias; the weight view is not one of the module's parameters."""
+    model, ref, _ = compiled
+    layer, layer_ref = model.up, ref.up
+    x = torch.randn(1, 1024).to(torch.bfloat16)
+    with torch.inference_mode():
+        w = layer.weight  # materialised inside inference mode: still tracks in-place changes
+        assert torch.equal(w, layer_ref.weight)
+        w.mul_(0.5)
+        layer_ref.weight.data.mul_(0.5)
+        check_layer(layer, layer_ref, x)
+    assert [n for n, _ in layer.named_parameters()] == ["bias"]
+    new_bias = torch.randn(2048).to(torch.bfloat16)
+    layer.bias = torch.nn.Parameter(new_bias.clone(), requires_grad=False)
+    layer_ref.bias = torch.nn.Parameter(new_bias.clone(), requires_grad=False)
+    for m in (1, 3):
+        check_layer(layer, layer_ref, torch.randn(m, 1024).to(torch.bfloat16))
+    with pytest.raises(TypeError):
+        layer.bias = new_bias  # a plain tensor is not a parameter, as for nn.Linear
+    # A bias of another dtype takes the F.linear fallback with the same result.
+    layer.bias.data = layer.bias.data.float()
+    with torch.no_grad():
+        got = layer(x)
+        want = torch.nn.functional.linear(x.float(), layer_ref.weight.float(), layer_ref.bias.float())
+    torch.testing.assert_close(got.float(), want, rtol=2**-7, atol=2**-7)
+    layer.bias.data = layer.bias.data.to(torch.bfloat16)
 
 
 def test_row_strided_activation_does_not_recompile(compiled):
@@ -246,7 +278,7 @@ def test_functional_linear_layers(compiled):
     x = torch.randn(1, 1024, generator=g).to(torch.bfloat16)
 
     check_layer(model.proj, ref.proj, x)
-    assert state.calls_rvv == 1 and (2048, 1024, 1, True) in runtime.artifact_keys()
+    assert state.calls_rvv == 1 and (2048, 1024, 1, True) in runtime.direct_keys()
     # The report announced the packed copy's size before it was built.
     assert report.functional_packed_bytes == state.packed_bytes() >= 2048 * 1024 * 2
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
@@ -282,4 +314,4 @@ def test_functional_linear_layers(compiled):
     ref.proj.weight, ref.proj.bias = (torch.nn.Parameter(model.proj.weight.detach().clone()),
                                       torch.nn.Parameter(model.proj.bias.detach().clone()))
     check_layer(model.proj, ref.proj, x)
-    assert (1024, 1024, 1, True) in runtime.artifact_keys()
+    assert (1024, 1024, 1, True) in runtime.direct_keys()

@@ -64,7 +64,9 @@ def linear_packed_lowering(x, wp, bias, n):
 def _lower(x, wp, bias, n):
     x, wp = realize_inputs(x, wp)
     sizes = list(x.get_size()) + list(wp.get_size())
-    if has_free_symbols(sizes) or len(x.get_size()) != 2:
+    if len(x.get_size()) != 2:
+        return _eager("?", n, "?", Policy.LAYOUT, f"x is {len(x.get_size())}-D (the template takes [M, K])")
+    if has_free_symbols(sizes):
         return _eager("?", n, "?", Policy.DYNAMIC, "symbolic sizes")
     m, k = (int(s) for s in x.get_size())
     if not cpu.effective().has_v:
