@@ -267,12 +267,14 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     meta["constants"] = {name: len(c) for name, c in constants.items()}
     del constants
     # This compile's routing decisions travel with the package, so `verify PKG.pt2` can
-    # judge them (the log of the Inductor cache also holds other compiles').
+    # judge them. The log of the Inductor cache also holds other compiles', among them
+    # those of other processes sharing the cache while this one compiled: keep this
+    # process's lines only (the lowerings run in it; each entry names its pid).
     routing = ""
     if log.is_file():
         with open(log, "rb") as f:
             f.seek(start)
-            routing = f.read().decode(errors="replace")
+            routing = own_routing(f.read().decode(errors="replace"), os.getpid())
     meta["routing_entries"] = sum(1 for line in routing.splitlines() if line.strip())
     package_pt2(out, aoti_files=files, extra_files={META_FILE: json.dumps(meta, indent=1), ROUTING_FILE: routing})
     return meta
@@ -390,6 +392,19 @@ def shared_constant_problems(decode: dict, prefill: dict) -> list[str]:
         if what:
             problems.append(f"{name}: {what}")
     return problems
+
+
+def own_routing(text: str, pid: int) -> str:
+    """The lines of routing-log ``text`` that process ``pid`` wrote (JSON objects naming it)."""
+    out = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and entry.get("pid") == pid:
+            out.append(line + "\n")
+    return "".join(out)
 
 
 def _routing_log():

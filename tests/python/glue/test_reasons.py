@@ -85,3 +85,17 @@ def test_verify_cli(cache, py_env):
     reasons.record_fallback("mm", 4, 256, 1024, "torch.bfloat16", "aten", Fallback(Policy.GATE, "N=256 < 1024"))
     r = run(str(cache), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["routing"][0]["kind"] == "policy"
+
+
+def test_export_keeps_only_its_own_routing_lines():
+    """The Inductor cache's routing log is shared: a package carries the lines its own
+    process wrote while it compiled, not those of processes compiling at the same time
+    (the demo runs modes side by side on one cache)."""
+    from rvv_inductor.export import own_routing
+
+    mine = json.dumps({"op": "mm", "M": 1, "N": 1024, "K": 1024, "route": "rvv", "pid": 41})
+    other = json.dumps({"op": "linear_packed", "M": 8, "N": 1024, "K": 1024, "route": "rvv", "pid": 42})
+    text = "\n".join([mine, other, "garbage", "[1, 2]", json.dumps({"op": "mm"}), mine]) + "\n"
+    assert own_routing(text, 41) == mine + "\n" + mine + "\n"
+    assert own_routing(text, 42) == other + "\n"
+    assert own_routing("", 41) == ""
