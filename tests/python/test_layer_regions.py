@@ -5,31 +5,16 @@ with weight updates after compiling."""
 from __future__ import annotations
 
 import copy
-import math
 
 import pytest
 import torch
 
 from rvv_inductor import cpu, regional
 from small_decoders import random_decoder
+from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
 
 pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
                                 reason="needs riscv64 with V (emulated or native)")
-
-PROMPT, STEPS = 8, 6
-
-
-def logits(model, tokens):
-    out = []
-    with torch.no_grad():
-        r = model(tokens[:, :PROMPT], use_cache=True)
-        out.append(r.logits[:, -1])
-        cache = r.past_key_values
-        for t in range(PROMPT, PROMPT + STEPS - 1):
-            r = model(tokens[:, t:t + 1], past_key_values=cache, use_cache=True)
-            cache = r.past_key_values
-            out.append(r.logits[:, -1])
-    return torch.stack(out, 1).float()
 
 
 def test_compiled_layers_match_eager_and_follow_weight_updates(inductor_cache):
@@ -47,12 +32,12 @@ def test_compiled_layers_match_eager_and_follow_weight_updates(inductor_cache):
     tokens = torch.randint(0, 512, (1, PROMPT + STEPS), generator=torch.Generator().manual_seed(1))
 
     def compare(what):
-        want, got = logits(eager, tokens), logits(compiled, tokens)
+        want, got = teacher_forced_logits(eager, tokens), teacher_forced_logits(compiled, tokens)
         # The regions fuse RMSNorm, RoPE and SiLU*up in FP32 where eager rounds each op to
         # BF16, and attention accumulates in another order: hidden states move by a few
         # ulps. Bound: 8 BF16 ulps of the largest logit; greedy tokens agree wherever
         # eager's top-2 margin exceeds it.
-        tol = 8 * 2.0 ** (math.floor(math.log2(want.abs().max().item())) - 7)
+        tol = 8 * bf16_ulp(want.abs().max().item())
         diff = (got - want).abs().max().item()
         assert diff <= tol, f"{what}: max logit difference {diff} > {tol}"
         top2 = want.topk(2, dim=-1).values
