@@ -260,12 +260,6 @@ class RVVQuantLinear(RVVLinear):
         self.__dict__["_op_args"] = (self.out_features, lay.dtype, lay.group_size, lay.scale_dtype,
                                      lay.zero_points, lay.nb, self._options())
 
-    def __setattr__(self, name, value):
-        if name == "activations":  # a property: nn.Module.__setattr__ would shadow it
-            object.__setattr__(self, name, value)
-            return
-        super().__setattr__(name, value)
-
     def _run(self, x: torch.Tensor, wp: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return ops.linear_packed_q(x, wp, bias, *self.__dict__["_op_args"])
 
