@@ -61,6 +61,16 @@ class RVVLinear(torch.nn.Module):
         self._materialized_version = 0
         self._lock = threading.Lock()
 
+    # copy.deepcopy / pickle: the lock is not state; each copy gets its own.
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.__dict__["_lock"] = threading.Lock()
+
     @classmethod
     def from_linear(cls, lin: torch.nn.Linear, nb: int) -> RVVLinear:
         m = cls(lin.in_features, lin.out_features, lin.bias, nb)

@@ -205,6 +205,11 @@ def test_module_contract_on_the_fast_path(compiled):
         check_layer(layer, layer_ref, torch.randn(m, 1024).to(torch.bfloat16))
     with pytest.raises(TypeError):
         layer.bias = new_bias  # a plain tensor is not a parameter, as for nn.Linear
+    # A deep copy is an independent layer with its own lock and the same results.
+    twin = copy.deepcopy(layer)
+    assert twin._lock is not layer._lock and twin.packed_weight.data_ptr() != layer.packed_weight.data_ptr()
+    with torch.no_grad():
+        assert torch.equal(twin(x), layer(x))
     # A bias of another dtype takes the F.linear fallback with the same result.
     layer.bias.data = layer.bias.data.float()
     with torch.no_grad():
