@@ -30,19 +30,14 @@ def _info(argv: list[str]) -> int:
 def _operator_kernels() -> str | None:
     """Which kernels the rvv_inductor:: operators will register, without importing torch:
     the C++ library beside the core, or why the ctypes ones (ops.kernels() says it at run time)."""
-    import os
-    from pathlib import Path
-
     from . import _native
 
-    if os.environ.get("RVV_INDUCTOR_TORCH_OPS", "1") == "0":
-        return "ctypes (RVV_INDUCTOR_TORCH_OPS=0)"
     try:
-        lib = Path(_native.lib()._name).with_name(_native.OPS_LIBNAME)
+        _native.lib()
     except _native.NativeLibraryError:
         return None
-    return f"c++ ({lib})" if lib.is_file() else f"ctypes ({lib} was not built)"
-
+    path, why = _native.ops_library()
+    return f"c++ ({path})" if path else f"ctypes ({why})"
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -108,6 +108,20 @@ def lib() -> ctypes.CDLL:
     )
 
 
+def ops_library() -> tuple[Path | None, str]:
+    """librvv_inductor_ops.so beside the core library and "" when it is there to load, else
+    (None, why not); torch-free, so ``info`` and ``ops`` decide the same way."""
+    if os.environ.get("RVV_INDUCTOR_TORCH_OPS", "1") == "0":
+        return None, "RVV_INDUCTOR_TORCH_OPS=0"
+    try:
+        path = Path(lib()._name).with_name(OPS_LIBNAME)
+    except NativeLibraryError as e:
+        return None, str(e).splitlines()[0]
+    if not path.is_file():
+        return None, f"{path} was not built (no LibTorch headers at build time)"
+    return path, ""
+
+
 def check_mirrors(h: ctypes.CDLL, mirrors: dict[int, type], path: Path | str = "the library") -> None:
     """Raise NativeLibraryError unless each ctypes mirror has its C struct's size."""
     for code, mirror in mirrors.items():

@@ -22,8 +22,6 @@ core through ctypes: the same results at a higher per-call cost. ``kernels()`` s
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 
 import torch
 
@@ -40,15 +38,9 @@ _lib.define("linear_packed_q(Tensor x, Tensor wq, Tensor? bias, int n, int fmt, 
 def _load_cpp_kernels() -> str:
     """Load librvv_inductor_ops.so (it registers the CPU kernels); the reason it was not
     loaded otherwise ("" when it was)."""
-    if os.environ.get("RVV_INDUCTOR_TORCH_OPS", "1") == "0":
-        return "RVV_INDUCTOR_TORCH_OPS=0"
-    try:
-        core = Path(_native.lib()._name)
-    except _native.NativeLibraryError as e:
-        return str(e).splitlines()[0]
-    path = core.with_name(_native.OPS_LIBNAME)
-    if not path.is_file():
-        return f"{path} was not built (no LibTorch headers at build time)"
+    path, why = _native.ops_library()
+    if path is None:
+        return why
     try:
         torch.ops.load_library(str(path))
     except OSError as e:  # a torch older than the stable ABI it targets, a missing dependency
