@@ -3,31 +3,74 @@
 // transcendental functions map the scalar libm function over the lanes: SiLU's exp in a
 // decode step of Qwen2.5-1.5B dimensions was ~0.32 M instructions per layer in __expf
 // (bench/results/aoti). This header, included by our cpp_prefix.h overlay right after the
-// at::vec headers (prefix_overlay.py), gives Vectorized<float> a vector exp
-// (rvv/vec_exp.h) as explicit specializations of the generic members, before any
-// generated code instantiates them. It also converts BF16 <-> FP32 vectors (the generated
-// code's at::vec::convert) with vector instructions: the generic VecConvert converts lane
-// by lane through c10's scalar round_to_nearest_even and f32_from_bits, ~0.35 M
-// instructions per layer of a Qwen2.5-1.5B decode step (bench/results/aoti).
+// at::vec headers (prefix_overlay.py), gives Vectorized<float> a vector exp as explicit
+// specializations of the generic members, before any generated code instantiates them.
+// It also converts BF16 <-> FP32 vectors (the generated code's at::vec::convert) with
+// vector instructions: the generic VecConvert converts lane by lane through c10's scalar
+// round_to_nearest_even and f32_from_bits, ~0.35 M instructions per layer of a
+// Qwen2.5-1.5B decode step (bench/results/aoti).
+//
+// Two implementations of the same three functions, chosen at compile time:
+// - RVV_INDUCTOR_VEC_INTRINSICS (set by vec_isa.py when no header is precompiled, e.g.
+//   export's AOTI compile): the RVV intrinsic kernels (rvv/vec_exp.h, rvv/bf16_widen.h),
+//   at LMUL 2;
+// - otherwise (torch.compile's precompiled cpp_prefix.h): lane_math.h's plain C++, which
+//   the compiler vectorises. Debian's GCC 16 crashes (ICE) when a translation unit uses
+//   RVV intrinsics over a precompiled header that included <riscv_vector.h>, so nothing
+//   here may include it on that path.
 #pragma once
 #include "rvv_inductor/config.h"
 
 #if RVV_INDUCTOR_HAS_RVV && defined(CPU_CAPABILITY_RVV)
 #include <ATen/cpu/vec/vec.h>
 
+#if defined(RVV_INDUCTOR_VEC_INTRINSICS)
 #include "rvv_inductor/rvv/bf16_widen.h"
 #include "rvv_inductor/rvv/vec_exp.h"
+#else
+#include "rvv_inductor/lane_math.h"
+#endif
 
 namespace at::vec {
 inline namespace CPU_CAPABILITY {
+
+namespace rvv_math {
+template <size_t N>
+inline void exp(float* buf) {
+#if defined(RVV_INDUCTOR_VEC_INTRINSICS)
+  static_assert(N <= 8, "N = 8 fits m2 at VLEN >= 128");
+  const size_t vl = __riscv_vsetvl_e32m2(N);
+  __riscv_vse32_v_f32m2(buf, rvv_inductor::rvv::exp_f32m2(__riscv_vle32_v_f32m2(buf, vl), vl), vl);
+#else
+  rvv_inductor::lanes::exp_f32<N>(buf, buf);
+#endif
+}
+
+template <size_t N>
+inline void bf16_to_f32(const uint16_t* src, float* dst) {
+#if defined(RVV_INDUCTOR_VEC_INTRINSICS)
+  rvv_inductor::rvv::bf16_to_f32_aten(src, dst, N);
+#else
+  rvv_inductor::lanes::bf16_to_f32<N>(src, dst);
+#endif
+}
+
+template <size_t N>
+inline void f32_to_bf16(const float* src, uint16_t* dst) {
+#if defined(RVV_INDUCTOR_VEC_INTRINSICS)
+  rvv_inductor::rvv::f32_to_bf16_aten(src, dst, N);
+#else
+  rvv_inductor::lanes::f32_to_bf16_aten<N>(src, dst);
+#endif
+}
+}  // namespace rvv_math
 
 template <>
 inline Vectorized<float> Vectorized<float>::exp() const {
   constexpr size_t n = Vectorized<float>::size();
   __at_align__ float buf[n];
   store(buf);
-  const size_t vl = __riscv_vsetvl_e32m2(n);  // n = 8 fits m2 at VLEN >= 128
-  __riscv_vse32_v_f32m2(buf, rvv_inductor::rvv::exp_f32m2(__riscv_vle32_v_f32m2(buf, vl), vl), vl);
+  rvv_math::exp<n>(buf);
   return Vectorized<float>::loadu(buf);
 }
 
@@ -53,7 +96,7 @@ inline VectorizedN<float, dst_n> f32_from_bf16(const VectorizedN<c10::BFloat16, 
   __at_align__ c10::BFloat16 src_buf[VectorizedN<c10::BFloat16, src_n>::size()];
   src.store(src_buf);
   __at_align__ float dst_buf[VectorizedN<float, dst_n>::size()];
-  rvv_inductor::rvv::bf16_to_f32_aten(reinterpret_cast<const uint16_t*>(src_buf), dst_buf, count);
+  rvv_math::bf16_to_f32<count>(reinterpret_cast<const uint16_t*>(src_buf), dst_buf);
   return VectorizedN<float, dst_n>::loadu(dst_buf, count);
 }
 
@@ -63,7 +106,7 @@ inline VectorizedN<c10::BFloat16, dst_n> bf16_from_f32(const VectorizedN<float, 
   __at_align__ float src_buf[VectorizedN<float, src_n>::size()];
   src.store(src_buf);
   __at_align__ c10::BFloat16 dst_buf[VectorizedN<c10::BFloat16, dst_n>::size()];
-  rvv_inductor::rvv::f32_to_bf16_aten(src_buf, reinterpret_cast<uint16_t*>(dst_buf), count);
+  rvv_math::f32_to_bf16<count>(src_buf, reinterpret_cast<uint16_t*>(dst_buf));
   return VectorizedN<c10::BFloat16, dst_n>::loadu(dst_buf, count);
 }
 }  // namespace rvv_convert

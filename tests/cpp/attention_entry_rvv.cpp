@@ -2,6 +2,8 @@
 #include "attention_entries.h"
 #include <new>
 
+#include "lane_entries.h"
+
 #include "rvv_inductor/attention.h"
 #include "rvv_inductor/rvv/bf16_widen.h"
 #include "rvv_inductor/rvv/vec_exp.h"
@@ -29,3 +31,9 @@ void bf16_widen_aten_entry_rvv(const uint16_t* h, float* f, size_t n) {
 void bf16_narrow_aten_entry_rvv(const float* f, uint16_t* h, size_t n) {
   rvv_inductor::rvv::f32_to_bf16_aten(f, h, n);
 }
+
+// lane_math.h as Inductor's generated code gets it under a precompiled header: plain C++
+// that the compiler vectorises for V.
+void exp_entry_lanes_rvv(const float* x, float* y, size_t n) { lanes_exp(x, y, n); }
+void bf16_widen_entry_lanes_rvv(const uint16_t* h, float* f, size_t n) { lanes_widen(h, f, n); }
+void bf16_narrow_entry_lanes_rvv(const float* f, uint16_t* h, size_t n) { lanes_narrow(f, h, n); }

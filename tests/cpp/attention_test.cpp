@@ -214,11 +214,13 @@ TEST(Attention, RejectsMalformedProblems) {
   EXPECT_EQ(rvv_inductor::attention_check(a), "null pointer");
 }
 
-#if defined(__riscv)
-TEST(VecExp, MatchesLibmAndKeepsSpecialValues) {
-  rvv_cpu_features hw;
-  rvv_detect_cpu(&hw);
-  if (!hw.has_v) GTEST_SKIP() << "no V: the vector exp is not used";
+using ExpFn = void (*)(const float*, float*, size_t);
+using WidenFn = void (*)(const uint16_t*, float*, size_t);
+using NarrowFn = void (*)(const float*, uint16_t*, size_t);
+
+// exp within 4 ulp of FP64 over the normal range, +inf above ln(FLT_MAX), +0 below
+// ln(FLT_MIN), NaN kept.
+void expect_exp_matches_libm(const char* name, ExpFn fn) {
   std::vector<float> x;
   for (double v = -100.0; v <= 100.0; v += 0.0137) x.push_back(float(v));
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, -87.33f, -87.34f, 0.34657359f, -0.34657359f})
@@ -226,39 +228,26 @@ TEST(VecExp, MatchesLibmAndKeepsSpecialValues) {
   x.push_back(INFINITY);
   x.push_back(-INFINITY);
   x.push_back(NAN);
-  using Fn = void (*)(const float*, float*, size_t);
-  std::vector<std::pair<const char*, Fn>> fns{{"rvv", exp_entry_rvv}};
-  if (hw.has_zvfbfmin && hw.has_zvfbfwma) fns.push_back({"rvv_zvfbf", exp_entry_rvv_zvfbf});
-  for (auto& [name, fn] : fns) {
-    std::vector<float> y(x.size());
-    fn(x.data(), y.data(), x.size());
-    int bad = 0;
-    for (size_t i = 0; i < x.size(); i++) {
-      const double want = std::exp(double(x[i]));
-      bool ok;
-      if (std::isnan(x[i])) ok = std::isnan(y[i]);
-      else if (x[i] > 88.72283905f) ok = std::isinf(y[i]) && y[i] > 0;  // overflows FLT_MAX
-      else if (x[i] < -87.33654475f) ok = y[i] == 0.0f;                  // below FLT_MIN: flushed
-      else ok = std::fabs(double(y[i]) - want) <= want * std::ldexp(1.0, -21);  // 4 ulp
-      if (!ok && bad++ < 5) ADD_FAILURE() << name << ": exp(" << x[i] << ") = " << y[i] << ", want " << want;
-    }
-    EXPECT_EQ(bad, 0) << name;
+  x.push_back(-NAN);
+  std::vector<float> y(x.size());
+  fn(x.data(), y.data(), x.size());
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); i++) {
+    const double want = std::exp(double(x[i]));
+    bool ok;
+    if (std::isnan(x[i])) ok = std::isnan(y[i]);
+    else if (x[i] > 88.72283905f) ok = std::isinf(y[i]) && y[i] > 0;  // overflows FLT_MAX
+    else if (x[i] < -87.33654475f) ok = y[i] == 0.0f;                  // below FLT_MIN: flushed
+    else ok = std::fabs(double(y[i]) - want) <= want * std::ldexp(1.0, -21);  // 4 ulp
+    if (!ok && bad++ < 5) ADD_FAILURE() << name << ": exp(" << x[i] << ") = " << y[i] << ", want " << want;
   }
+  EXPECT_EQ(bad, 0) << name;
 }
 
 // Inductor's generated code converts BF16 <-> FP32 vectors with these (inductor_vec_math.h);
 // they must equal c10's scalar casts bit for bit: widening is the 16 bits on top (NaN
 // payloads kept), narrowing rounds to nearest even, and every NaN becomes 0x7FC0.
-TEST(VecConvertBf16, EqualsAtenScalarCastsBitForBit) {
-  rvv_cpu_features hw;
-  rvv_detect_cpu(&hw);
-  if (!hw.has_v) GTEST_SKIP() << "no V: the vector conversions are not used";
-  using Widen = void (*)(const uint16_t*, float*, size_t);
-  using Narrow = void (*)(const float*, uint16_t*, size_t);
-  std::vector<std::tuple<const char*, Widen, Narrow>> fns{
-      {"rvv", bf16_widen_aten_entry_rvv, bf16_narrow_aten_entry_rvv}};
-  if (hw.has_zvfbfmin && hw.has_zvfbfwma)
-    fns.push_back({"rvv_zvfbf", bf16_widen_aten_entry_rvv_zvfbf, bf16_narrow_aten_entry_rvv_zvfbf});
+void expect_bf16_casts_bit_exact(const char* name, WidenFn widen, NarrowFn narrow) {
   std::vector<uint16_t> h(65536);
   for (uint32_t i = 0; i < 65536; ++i) h[i] = uint16_t(i);
   // Every upper half with the lower halves where rounding decides (below, at and above
@@ -268,23 +257,49 @@ TEST(VecConvertBf16, EqualsAtenScalarCastsBitForBit) {
   for (uint32_t hi = 0; hi < 65536; ++hi)
     for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, 0x4000u, 0xC000u})
       f.push_back(testutil::float_from_bits(hi << 16 | lo));
-  for (auto& [name, widen, narrow] : fns) {
-    for (size_t n : {size_t(65536), size_t(13), size_t(1)}) {  // tails: vl below VLMAX
-      std::vector<float> got(n);
-      widen(h.data(), got.data(), n);
-      for (size_t i = 0; i < n; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, &got[i], 4);
-        ASSERT_EQ(bits, uint32_t(h[i]) << 16) << name << " widen 0x" << std::hex << h[i];
-      }
-    }
-    std::vector<uint16_t> got(f.size());
-    narrow(f.data(), got.data(), f.size());
-    for (size_t i = 0; i < f.size(); ++i) {
-      const uint16_t want = std::isnan(f[i]) ? uint16_t(0x7FC0) : testutil::bf16_round_double(double(f[i]));
-      ASSERT_EQ(got[i], want) << name << " narrow " << f[i] << " (index " << i << ")";
+  for (size_t n : {size_t(65536), size_t(13), size_t(1)}) {  // tails: vl below VLMAX
+    std::vector<float> got(n);
+    widen(h.data(), got.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &got[i], 4);
+      ASSERT_EQ(bits, uint32_t(h[i]) << 16) << name << " widen 0x" << std::hex << h[i];
     }
   }
+  std::vector<uint16_t> got(f.size());
+  narrow(f.data(), got.data(), f.size());
+  for (size_t i = 0; i < f.size(); ++i) {
+    const uint16_t want = std::isnan(f[i]) ? uint16_t(0x7FC0) : testutil::bf16_round_double(double(f[i]));
+    ASSERT_EQ(got[i], want) << name << " narrow " << f[i] << " (index " << i << ")";
+  }
+}
+
+// lane_math.h (the precompiled-header build of Inductor's vector math) compiled for the
+// base ISA, here as on x86: the same contracts as the intrinsic kernels.
+TEST(LaneMath, ExpMatchesLibmAndKeepsSpecialValues) { expect_exp_matches_libm("lanes", exp_entry_lanes); }
+
+TEST(LaneMath, Bf16CastsEqualAtenBitForBit) {
+  expect_bf16_casts_bit_exact("lanes", bf16_widen_entry_lanes, bf16_narrow_entry_lanes);
+}
+
+#if defined(__riscv)
+TEST(VecExp, MatchesLibmAndKeepsSpecialValues) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V: the vector exp is not used";
+  expect_exp_matches_libm("rvv", exp_entry_rvv);
+  expect_exp_matches_libm("lanes_rvv", exp_entry_lanes_rvv);  // vectorised by the compiler
+  if (hw.has_zvfbfmin && hw.has_zvfbfwma) expect_exp_matches_libm("rvv_zvfbf", exp_entry_rvv_zvfbf);
+}
+
+TEST(VecConvertBf16, EqualsAtenScalarCastsBitForBit) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V: the vector conversions are not used";
+  expect_bf16_casts_bit_exact("rvv", bf16_widen_aten_entry_rvv, bf16_narrow_aten_entry_rvv);
+  expect_bf16_casts_bit_exact("lanes_rvv", bf16_widen_entry_lanes_rvv, bf16_narrow_entry_lanes_rvv);
+  if (hw.has_zvfbfmin && hw.has_zvfbfwma)
+    expect_bf16_casts_bit_exact("rvv_zvfbf", bf16_widen_aten_entry_rvv_zvfbf, bf16_narrow_aten_entry_rvv_zvfbf);
 }
 #endif
 

@@ -1,6 +1,9 @@
-"""Inductor's vectorised exp on RVV (csrc/rvv_inductor/inductor_vec_math.h, included by
-the cpp_prefix.h overlay): compiled exp and SiLU against eager torch, special values
-included. Without it, ATen's generic Vectorized<float>::exp calls libm lane by lane."""
+"""Inductor's vectorised exp and BF16 casts on RVV (csrc/rvv_inductor/inductor_vec_math.h,
+included by the cpp_prefix.h overlay): compiled exp, SiLU and casts against eager torch,
+special values included, in both builds: torch.compile's default (a precompiled
+cpp_prefix.h: lane_math.h's plain C++, vectorised by GCC) and without a precompiled header
+(export's: RVV intrinsics). Without it, ATen's generic Vectorized<float>::exp calls libm
+lane by lane."""
 import contextlib
 import math
 import os
@@ -15,15 +18,17 @@ import rvv_inductor
 pytestmark = pytest.mark.usefixtures("inductor_cache")
 
 
+# precompiled: torch.compile's default; not precompiled: export's AOTI compile, where the
+# intrinsic build is used (GCC 16 cannot mix RVV intrinsics with a precompiled header).
+BUILDS = pytest.mark.parametrize("precompiled", [True, False], ids=["pch-lanes", "no-pch-intrinsics"])
+
+
 @contextlib.contextmanager
-def _vec_math():
-    """rvv_inductor enabled, with what a user sets to get our vector math in torch.compile
-    (export does it itself): no precompiled header, which GCC 16 cannot mix with RVV
-    intrinsics."""
+def _vec_math(precompiled: bool):
     rvv_inductor.enable()
     try:
-        with torch._inductor.config.patch({"cpp_cache_precompile_headers": False,
-                                           "aot_inductor.precompile_headers": False}):
+        with torch._inductor.config.patch({"cpp_cache_precompile_headers": precompiled,
+                                           "aot_inductor.precompile_headers": precompiled}):
             yield
     finally:
         rvv_inductor.disable()
@@ -36,10 +41,11 @@ def _compiled(fn, *args):
     return run_and_get_code(torch.compile(fn), *args)
 
 
-def test_exp_and_silu_match_eager(emulated):
+@BUILDS
+def test_exp_and_silu_match_eager(emulated, precompiled):
     if emulated is not None and not emulated["v"]:
         pytest.skip("the vector exp needs V")
-    with _vec_math():
+    with _vec_math(precompiled):
         x = torch.cat([torch.linspace(-100, 100, 4099),
                        torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 88.72, 88.73, -87.33, -87.34])])
         t0 = time.time()
@@ -66,14 +72,15 @@ def test_exp_and_silu_match_eager(emulated):
         assert bool(((s.double() - ref).abs() <= ref.abs() * 2.0 ** -8 + 1e-6).all())
 
 
-def test_bf16_conversions_match_eager_bit_for_bit(emulated):
+@BUILDS
+def test_bf16_conversions_match_eager_bit_for_bit(emulated, precompiled):
     """Generated code converts BF16 <-> FP32 with at::vec::convert, which our header
     vectorises (inductor_vec_math.h): the results must equal eager's casts bit for bit,
     NaN payloads, ties, Inf overflow, subnormals and the tails after the last full vector
     included."""
     if emulated is not None and not emulated["v"]:
         pytest.skip("the vector conversions need V")
-    with _vec_math():
+    with _vec_math(precompiled):
         g = torch.Generator().manual_seed(0)
         lows = torch.tensor([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=torch.int64)
         his = torch.randint(0, 65536, (700,), generator=g, dtype=torch.int64)

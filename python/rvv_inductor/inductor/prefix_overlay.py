@@ -40,8 +40,7 @@ def _upstream_header() -> Path | None:
 # Right after the at::vec headers: our vector math for the generic Vectorized
 # (csrc/rvv_inductor/inductor_vec_math.h), before generated code instantiates it.
 _VEC_OLD = "#include <ATen/cpu/vec/functional.h>\n#include <ATen/cpu/vec/vec.h>\n"
-_VEC_NEW = _VEC_OLD + ("#if defined(CPU_CAPABILITY_RVV) && defined(RVV_INDUCTOR_VEC_MATH) && "
-                       "__has_include(<rvv_inductor/inductor_vec_math.h>)\n"
+_VEC_NEW = _VEC_OLD + ("#if defined(CPU_CAPABILITY_RVV) && __has_include(<rvv_inductor/inductor_vec_math.h>)\n"
                        "#include <rvv_inductor/inductor_vec_math.h>\n#endif\n")
 
 

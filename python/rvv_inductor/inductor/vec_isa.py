@@ -67,14 +67,13 @@ class VecRVV(cpu_vec_isa.VecISA):
         return "rvv"
 
     def build_arch_flags(self) -> str:
-        # Our vector math (inductor_vec_math.h) includes <riscv_vector.h> into cpp_prefix.h;
-        # Debian's GCC 16 crashes (ICE) when a TU uses RVV intrinsics over a precompiled
-        # cpp_prefix.h that did. So it is switched on only for compiles that precompile no
-        # header (export turns both precompile switches off; torch.compile keeps Inductor's
-        # PCH by default and so ATen's libm exp: slower, not wrong).
+        # Our vector math (inductor_vec_math.h) has two builds: RVV intrinsics, and plain C++
+        # that the compiler vectorises (lane_math.h). Debian's GCC 16 crashes (ICE) when a TU
+        # uses RVV intrinsics over a precompiled cpp_prefix.h that included <riscv_vector.h>,
+        # so the intrinsics are used only by compiles that precompile no header (export's).
         flags = self._arch_flags
         if not (inductor_config.cpp_cache_precompile_headers or inductor_config.aot_inductor.precompile_headers):
-            flags += " -DRVV_INDUCTOR_VEC_MATH=1"
+            flags += " -DRVV_INDUCTOR_VEC_INTRINSICS=1"
         return flags
 
     __hash__ = cpu_vec_isa.VecISA.__hash__
