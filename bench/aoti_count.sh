@@ -73,9 +73,7 @@ if [ $report_only = 0 ]; then
     fi
     rvv_log "aoti: counting $tag ($steps decode steps)"
     f="$out/raw/$tag"
-    RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
-      QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$f.plugin.json,vlen=256,dlen=128,vtype=read,profile=$f.profile.tsv" \
-      scripts/rv64 --vlen 256 env OMP_WAIT_POLICY=passive "$gen" "$pkg" --prompt-ids "$ids" \
+    rvv_counted "$f.plugin.json" ",profile=$f.profile.tsv" env OMP_WAIT_POLICY=passive "$gen" "$pkg" --prompt-ids "$ids" \
       --max-new-tokens "$steps" --ignore-eos --region 1 --prefill-region 3 --threads "$threads" >"$f.stdout" 2>"$f.log" </dev/null
     # The runner extracted the package to a temporary directory it deleted: extract it
     # again so the package's .so can be named.

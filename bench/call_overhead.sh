@@ -44,9 +44,7 @@ if [ $report_only = 0 ]; then
   lib=$RVV_REPO/build/rv64/csrc/librvv_inductor_core.so
   count() {  # count TAG PLUGIN-EXTRA CMD...: one plugin run, its report in raw/TAG.json
     local tag=$1 extra=$2; shift 2
-    RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
-      QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$out/raw/$tag.json,vlen=256,dlen=128,vtype=read$extra" \
-      scripts/rv64 --vlen 256 env OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$threads "$@" \
+    rvv_counted "$out/raw/$tag.json" "$extra" env OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$threads "$@" \
       >"$out/raw/$tag.stdout" 2>"$out/raw/$tag.log" </dev/null
   }
   for fmt in ${formats//,/ }; do

@@ -35,8 +35,9 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 case "$out/" in "$repo"/*) ;; *) echo "OUTDIR must be under $repo (visible inside the rootfs)" >&2; exit 1 ;; esac
 
+source "$repo/scripts/lib/common.sh"
 # shellcheck disable=SC1090
-source ~/.cache/rvv-inductor/bench/env
+source "$RVV_CACHE/bench/env"
 : "${RVV_BENCH_QEMU10:?not set: run scripts/build-qemu-plugins}" "${RVV_BENCH_PLUGIN10:?}"
 driver=build/bench-rv64/bench/llama_decode
 [ -x "$driver" ] || { echo "$driver missing: ninja -C build/bench-rv64 llama_decode" >&2; exit 1; }
@@ -86,9 +87,7 @@ for run in "1 8" "1 4" "2 8" "2 4"; do
   L=$1 T=$2 name=tinyllama-q2_k-L$1-t$2
   echo "== counting $name ($(date +%T))"
   t0=$(date +%s)
-  RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")" \
-  QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$out/counts-$name.json,vlen=256,dlen=128,vtype=read" \
-    scripts/rv64 --vlen 256 env OMP_WAIT_POLICY=passive "$driver" "$out/tinyllama-L$L-q2_k.gguf" \
+  rvv_counted "$out/counts-$name.json" "" env OMP_WAIT_POLICY=passive "$driver" "$out/tinyllama-L$L-q2_k.gguf" \
     --prompt "$prompt" --steps 1 --threads "$T" --region 1 --prefill-region 3 \
     >"$out/driver-$name.out" 2>"$out/run-$name.log" || { tail -20 "$out/run-$name.log" >&2; exit 1; }
   t1=$(date +%s)

@@ -60,9 +60,7 @@ if [ $report_only = 0 ]; then
       RV64_QEMU=$RVV_BENCH_QEMU10 scripts/rv64 --vlen 256 "${envs[@]}" >"$f.warm.stdout" 2>"$f.warm.log" </dev/null
     fi
     rvv_log "prefill ($blocking blocking): counting pass, $T thread(s)"
-    RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
-      QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$f.plugin.json,vlen=256,dlen=128,vtype=read" \
-      scripts/rv64 --vlen 256 "${envs[@]}" >"$f.stdout" 2>"$f.log" </dev/null
+    rvv_counted "$f.plugin.json" "" "${envs[@]}" >"$f.stdout" 2>"$f.log" </dev/null
     python3 - "$f" "$rev" "$T" "$blocking" <<'PY'
 import json, sys
 f, rev, T, blocking = sys.argv[1:5]

@@ -23,6 +23,19 @@ rvv_configure_bench_tree() {
     -DRVV_BENCH_TORCH_SYSROOT="$(rvv_rootfs_dir)"
 }
 
+# rvv_counted OUT_JSON PLUGIN_EXTRA CMD...: runs CMD in the riscv64 world at VLEN 256 under
+# QEMU 10 with the rvvcount plugin (DLEN 128, each vector instruction's vtype read as it
+# runs), its report in OUT_JSON; PLUGIN_EXTRA is appended to the plugin's arguments
+# (e.g. ",profile=FILE.tsv", or ""). Needs "$RVV_CACHE/bench/env" sourced
+# (scripts/build-qemu-plugins). Every counting benchmark runs through here.
+rvv_counted() {
+  local out=$1 extra=$2
+  shift 2
+  RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
+    QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$out,vlen=256,dlen=128,vtype=read$extra" \
+    "$RVV_REPO/scripts/rv64" --vlen 256 "$@"
+}
+
 rvv_log() { printf '[rvv] %s\n' "$*" >&2; }
 rvv_die() {
   printf '[rvv] error: %s\n' "$1" >&2
