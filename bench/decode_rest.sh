@@ -46,9 +46,7 @@ if [ $report_only = 0 ]; then
       flag=()
       [ "$mode" = layers ] && flag=(--compile-layers)
       rvv_log "decode rest: $tag"
-      RV64_QEMU=$RVV_BENCH_QEMU10 RV64_BIND="$(dirname "$RVV_BENCH_PLUGIN10")${RV64_BIND:+:$RV64_BIND}" \
-        QEMU_PLUGIN="$RVV_BENCH_PLUGIN10,out=$out/raw/$tag.json,vlen=256,dlen=128,vtype=read,profile=$work/$tag.profile.tsv" \
-        scripts/rv64 --vlen 256 env OMP_WAIT_POLICY=passive OMP_NUM_THREADS=8 PYTHONPATH="$RVV_REPO/python" \
+      rvv_counted "$out/raw/$tag.json" ",profile=$work/$tag.profile.tsv" env OMP_WAIT_POLICY=passive OMP_NUM_THREADS=8 PYTHONPATH="$RVV_REPO/python" \
         RVV_INDUCTOR_LIB="$RVV_REPO/build/rv64/csrc/librvv_inductor_core.so" TORCHINDUCTOR_CACHE_DIR="$work/inductor" \
         python3 bench/decode_rest.py --layers "$L" --weights "$weights" "${flag[@]}" \
         >"$out/raw/$tag.stdout" 2>"$out/raw/$tag.log" </dev/null

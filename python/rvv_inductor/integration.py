@@ -164,10 +164,10 @@ def _cache_key_pass_class():
             return None
 
         def uuid(self):
-            from .inductor import micro_gemm, quant_lowering, routing, template
+            from .inductor import paths, quant_lowering, routing, template
 
             return (f"rvv_inductor:{routing.get_gate()}:{quant_lowering.get_spec().key()}:"
-                    f"{micro_gemm.headers_digest()}:{template.blocking_key()}")
+                    f"{paths.headers_digest()}:{template.blocking_key()}")
 
     return CacheKeyPass
 

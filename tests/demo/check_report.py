@@ -32,13 +32,14 @@ def check(cond, msg):
 
 
 modes = rep["modes"]
-TORCH_MODES = {"eager", "regional", "regional-int8", "regional-int4", "whole"}
+TORCH_MODES = {"eager", "regional", "regional-int8", "regional-int4", "layers-int4", "whole"}
+OPTIONAL = {"regional-int8", "layers-int4"}  # not in --quick
 LLAMA = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
 PACKAGE = {"package": "bf16", "package-int4": "int4"}
 check(set(modes) == set(rep["spec"]["modes"]), f"modes {sorted(modes)} != the run's {rep['spec']['modes']}")
 check(set(modes) <= TORCH_MODES | set(LLAMA) | set(PACKAGE), f"modes {sorted(modes)}")
 if not subset:  # --quick runs at least these (INT8 runs INT4's code in another format)
-    check(TORCH_MODES - {"regional-int8"} <= set(modes), f"modes {sorted(modes)}")
+    check(TORCH_MODES - OPTIONAL <= set(modes), f"modes {sorted(modes)}")
     check(set(LLAMA) & set(modes), f"no llama.cpp mode in {sorted(modes)}")
     check(set(PACKAGE) & set(modes), f"no package mode in {sorted(modes)}")
 for name in [x for x in ("regional", "whole") if x in modes or not subset]:
@@ -49,7 +50,7 @@ for name in [x for x in ("regional", "whole") if x in modes or not subset]:
     check(m.get("agreement"), f"{name}: no agreement rows")
     check(m.get("compile_s", 0) > 0, f"{name}: compile time {m.get('compile_s')}")
 
-for name in [x for x in ("regional", "regional-int8", "regional-int4") if x in modes]:
+for name in [x for x in ("regional", "regional-int8", "regional-int4", "layers-int4") if x in modes]:
     r = modes[name]["routing"]
     taken = {x.split(" ")[0].rsplit(".", 1)[-1] for x in r["rvv"]}
     check(taken == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"},
@@ -74,6 +75,11 @@ if "regional" in modes:
     check(reg["artifacts"] <= len(shapes) * len(buckets),
           f"{reg['artifacts']} artifacts > {len(shapes)}x{len(buckets)}")
     check(reg["packed_bytes"] > 0 and reg["packed_bytes"] <= 1.01 * reg.get("param_bytes", 0), "packed bytes")
+if "layers-int4" in modes:
+    # Every decoder layer a compiled region, attention through the RVV kernel.
+    m = modes["layers-int4"]
+    check(m.get("compiled_layers") == dims["num_hidden_layers"] and m.get("rvv_attention"),
+          f"layers-int4: {m.get('compiled_layers')} layers compiled, RVV attention {m.get('rvv_attention')}")
 if "whole" in modes:
     # One decode graph per batch size and no recompile when generation moves on from the warm-up.
     check(modes["whole"]["graphs"] == len(spec["batches"]), f"whole-model graphs {modes['whole']['graphs']}")
@@ -91,6 +97,7 @@ bpw = {"bf16": lambda n, k: 2 * n * k, "int8": lambda n, k: n * k + 2 * n,
        "q4_0": lambda n, k: n * k // 32 * 18}
 want = {fmt: sum(f(n, k) for n, k in mats) for fmt, f in bpw.items()}
 fmt_of = {"eager": "bf16", "whole": "bf16", "regional": "bf16", "regional-int8": "int8", "regional-int4": "int4",
+          "layers-int4": "int4",
           **LLAMA, **PACKAGE}
 exact = {"eager", "whole", "package"} | set(LLAMA)
 for name, m in modes.items():
@@ -99,11 +106,11 @@ for name, m in modes.items():
     got, w = m.get("weight_bytes_step"), want[fmt_of[name]]
     ok = got == w if name in exact else got is not None and w <= got <= 1.03 * w
     check(ok, f"{name}: weight bytes per step {got}, the {fmt_of[name]} arithmetic gives {w}")
-for name, most in (("regional-int4", 0.3), ("regional-int8", 0.55)):
+for name, most in (("regional-int4", 0.3), ("layers-int4", 0.3), ("regional-int8", 0.55)):
     if name in modes:
         check(modes[name]["packed_bytes"] < most * modes["eager"]["weight_bytes_step"], f"{name} packed bytes")
 # Quantized agreement is reported, not asserted: but it is measured, on real positions.
-for name in [x for x in ("regional-int8", "regional-int4") if x in modes]:
+for name in [x for x in ("regional-int8", "regional-int4", "layers-int4") if x in modes]:
     check(modes[name].get("agreement"), f"{name}: no agreement rows")
     for a in modes[name].get("agreement") or []:
         check(a["positions"] > 0 and a["max_abs_diff"] == a["max_abs_diff"] and not a["asserted"], f"{name}: {a}")
@@ -149,7 +156,7 @@ if counted:
         check(m["counts"], f"{name}: no counts")
         for c in m["counts"] or []:
             check(c["est_decode_tok_s"] > 0, f"{name}: estimate {c['est_decode_tok_s']}")
-            if name in LLAMA or name in PACKAGE or name.startswith("regional-int"):
+            if name in LLAMA or name in PACKAGE or name.startswith("regional-int") or name == "layers-int4":
                 # Every weight byte of the format is read at least once per step.
                 region = c["decode_linear"] or c["decode_rest"]
                 check(region["bytes_read"] * c["batch"] >= 0.9 * m["weight_bytes_step"],
@@ -189,7 +196,7 @@ if counted:
         check(threads == ([4, policy.K1_CORES] if name in LLAMA else [policy.K1_CORES] * len(m["counts"])),
               f"{name}: counted at threads {threads}")
         # The long prompt (time to first token), where the run asked for it.
-        if long_p and name != "eager" and name != "whole" and LLAMA.get(name) != "bf16":
+        if long_p and name not in ("eager", "whole", "layers-int4") and LLAMA.get(name) != "bf16":
             rows = [c for c in m["counts"] if c["batch"] == 1]
             check(rows and all(c.get("long_prompt") == long_p and c["est_prompt_tok_s"] > 0 for c in rows),
                   f"{name}: no {long_p}-token prompt estimate")

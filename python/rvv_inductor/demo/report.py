@@ -253,6 +253,37 @@ def weight_bytes_per_token(m: dict, batch: int) -> float | None:
     return m["weight_bytes_step"] / batch if m.get("weight_bytes_step") else None
 
 
+def _mode_entry(out: Path, mode: str, r: dict, eager_logits, spec: dict, cspec: dict, empty_kib: int | None) -> dict:
+    """One mode's row of report.json: its worker's result, its agreement with eager's
+    logits (asserted for the BF16 modes) and its counts."""
+    import torch
+
+    m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "prefill_chunk", "rss_peak_kib", "rss_model_kib",
+                               "param_bytes", "packed_bytes", "routing", "workloads", "threads",
+                               "weight_bytes_step", "weights", "group_size", "activations", "formats", "unavailable",
+                               "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib",
+                               "package_file_bytes", "runner_rss_peak_kib", "max_cache_len", "compiled_layers",
+                               "rvv_attention")}
+    m["compile_s"] = m["compile_s"] or 0.0
+    m["packed_bytes"] = m["packed_bytes"] or 0
+    m["workloads"] = m["workloads"] or []
+    m["artifacts"] = len(r["artifacts"]) if "artifacts" in r else r.get("graphs")
+    if m["rss_peak_kib"] and empty_kib:
+        m["rss_over_empty_kib"] = m["rss_peak_kib"] - empty_kib
+    m["ggml"] = r.get("ggml")
+    if mode != "eager" and (out / f"logits-{mode}.pt").is_file():
+        # BF16 modes must agree with eager (the package holds the same BF16 weights);
+        # INT8/INT4 and llama.cpp hold others.
+        asserted = MODES[mode].asserted if mode in MODES else PACKAGE_MODES.get(mode) == "bf16"
+        m["agreement"] = agreement(eager_logits, torch.load(out / f"logits-{mode}.pt"))
+        for a in m["agreement"]:
+            a["asserted"] = asserted
+            a["ok"] = not asserted or (a["decisive_agree"] == a["decisive"]
+                                       and (not spec["quick"] or a["max_abs_diff"] <= a["tolerance"]))
+    m["counts"] = counted(out, mode, cspec)
+    return m
+
+
 def write(out: Path) -> int:
     import torch
 
@@ -277,30 +308,8 @@ def write(out: Path) -> int:
            "calibration": _calibration()}
     ok = True
     for mode, r in results.items():
-        m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "prefill_chunk", "rss_peak_kib", "rss_model_kib",
-                                   "param_bytes", "packed_bytes", "routing", "workloads", "threads",
-                                   "weight_bytes_step", "weights", "group_size", "activations", "formats", "unavailable",
-                                   "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib",
-                                   "package_file_bytes", "runner_rss_peak_kib", "max_cache_len")}
-        m["compile_s"] = m["compile_s"] or 0.0
-        m["packed_bytes"] = m["packed_bytes"] or 0
-        m["workloads"] = m["workloads"] or []
-        m["artifacts"] = len(r["artifacts"]) if "artifacts" in r else r.get("graphs")
-        if m["rss_peak_kib"] and rep["empty_rss_peak_kib"]:
-            m["rss_over_empty_kib"] = m["rss_peak_kib"] - rep["empty_rss_peak_kib"]
-        m["ggml"] = r.get("ggml")
-        if mode != "eager" and (out / f"logits-{mode}.pt").is_file():
-            # BF16 modes must agree with eager (the package holds the same BF16 weights);
-            # INT8/INT4 and llama.cpp hold others.
-            asserted = MODES[mode].asserted if mode in MODES else PACKAGE_MODES.get(mode) == "bf16"
-            m["agreement"] = agreement(eager, torch.load(out / f"logits-{mode}.pt"))
-            for a in m["agreement"]:
-                a["asserted"] = asserted
-                a["ok"] = not asserted or (a["decisive_agree"] == a["decisive"]
-                                           and (not spec["quick"] or a["max_abs_diff"] <= a["tolerance"]))
-                ok &= a["ok"]
-        m["counts"] = counted(out, mode, cspec)
-        rep["modes"][mode] = m
+        rep["modes"][mode] = _mode_entry(out, mode, r, eager, spec, cspec, rep["empty_rss_peak_kib"])
+        ok &= all(a["ok"] for a in rep["modes"][mode].get("agreement", []))
     rep["memory_goals"] = memory_goals(rep["modes"])
     _bandwidth_bounds(rep, results["eager"]["param_bytes"])
     _emit(out, rep)
@@ -313,11 +322,24 @@ def refresh(out: Path) -> int:
     """Re-derive the counted work and both K1 estimates of an existing report (report.json
     and the raw counts-*.json beside it) with this code, and re-render report.txt/.csv
     (and the plot when matplotlib is there). Torch-free: the logits are not needed, the
-    agreement rows already in report.json are kept as they are."""
+    agreement rows already in report.json are kept as they are; except for a mode listed
+    in spec.json that has a result but no row yet, which is added (with torch)."""
     rep = json.loads((out / "report.json").read_text())
     cspec = dict(rep["count_spec"], dims=rep["spec"]["dims"])
     for mode, m in rep["modes"].items():
         m["counts"] = counted(out, mode, cspec)
+    # A mode run into this directory after the report (its worker by hand, then counted):
+    # its row is added, with its agreement from its and eager's logits (needs torch).
+    spec = json.loads((out / "spec.json").read_text()) if (out / "spec.json").is_file() else rep["spec"]
+    added = [m for m in spec["modes"] if m not in rep["modes"] and (out / f"result-{m}.json").is_file()]
+    if added:
+        import torch
+
+        eager = torch.load(out / "logits-eager.pt")
+        for mode in added:
+            r = json.loads((out / f"result-{mode}.json").read_text())
+            rep["modes"][mode] = _mode_entry(out, mode, r, eager, rep["spec"], cspec, rep.get("empty_rss_peak_kib"))
+        rep["spec"]["modes"] = [m for m in spec["modes"] if m in rep["modes"]]
     rep["k1_model"] = _k1_model()
     rep["calibration"] = _calibration()
     rep["memory_goals"] = memory_goals(rep["modes"])
@@ -519,13 +541,13 @@ def _agreement(rep: dict) -> list[str]:
 
 def _routing(rep: dict) -> list[str]:
     L = ["Layer routing:"]
-    for mode in ("regional", "regional-int8", "regional-int4", "whole", *PACKAGE_MODES):
+    for mode in ("regional", "regional-int8", "regional-int4", "layers-int4", "whole", *PACKAGE_MODES):
         if mode in rep["modes"] and not rep["modes"][mode].get("unavailable"):
             r = rep["modes"][mode]["routing"]
             act = rep["modes"][mode].get("activations")
             L.append(f"  {mode}: {len(r['rvv'])} on RVV, {len(r['fallback'])} fell back"
                      + (f"; activations at M >= 2 (the prompt): {act}" if act else ""))
-            if mode in ("regional-int8", "regional-int4"):
+            if mode in ("regional-int8", "regional-int4", "layers-int4"):
                 continue  # the same layers as regional's
             L += [f"    RVV   {x}" for x in r["rvv"][:12]] + (["    ..."] if len(r["rvv"]) > 12 else [])
             L += [f"    kept  {x}" for x in r["fallback"][:12]] + (["    ..."] if len(r["fallback"]) > 12 else [])
@@ -670,6 +692,7 @@ def _side_by_side(rep: dict) -> list[str]:
                 if mode in LLAMACPP_MODES and c else
                 f"ggml {_so(m.get('backend'))} measured" if mode in LLAMACPP_MODES else
                 "AOTInductor package, rvv-generate (C++, no Python)" if mode in PACKAGE_MODES else
+                "RVV kernels, compiled decoder layers" if mode == "layers-int4" else
                 "RVV kernels" if mode.startswith("regional") or mode == "whole" else "ATen")
         if c is None and not m.get("unavailable"):
             note += ("; not counted (counted with --full or --count-modes ...,whole)" if mode == "whole"
@@ -706,12 +729,15 @@ def _prompt_table(rep: dict) -> list[str]:
                  + " ".join(f"{c['est_prompt_tok_s' + k]:15.2f} {p / c['est_prompt_tok_s' + k]:7.2f}"
                             for k, _, _ in cols))
     missing = [mode for mode, m, c in _mode_rows(rep) if not (c and c.get("long_prompt")) and not m.get("unavailable")
-               and mode not in ("eager", "whole")]
+               and mode not in ("eager", "whole", "layers-int4")]
     if missing:
         L.append(f"  not counted: {', '.join(sorted(set(missing)))} (llama.cpp BF16: no RVV kernel in Debian's ggml, "
                  "~12 instructions per weight; or --count-prefill 0 / not in the counting pass)")
     L.append("  eager and whole-model: not counted (ATen's BF16 prompt, ~25 G instructions per token at 1.5B "
              "dimensions; the whole-model graph runs its prompt eagerly).")
+    if "layers-int4" in rep["modes"]:
+        L.append("  layers-int4: not counted (a new prompt length recompiles its layer regions, which the count "
+                 "would include; its prompt's Linear calls are regional-int4's).")
     return L
 
 

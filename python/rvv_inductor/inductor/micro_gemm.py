@@ -17,8 +17,6 @@ Inductor blocks the frozen weight as ``[N/Nr, K, Nr]`` with ``Nr = block_n``; we
 """
 from __future__ import annotations
 
-import hashlib
-from functools import cache
 
 import torch
 import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circular-import trap)
@@ -26,23 +24,12 @@ from torch._inductor.codegen import cpp_micro_gemm as mg
 from torch._inductor.codegen.cpp_template_kernel import CppTemplateKernel
 
 from .. import cpu
-from . import kernel_marker, paths
+from . import kernel_marker
+from .paths import headers_digest
 from .vec_isa import VecRVV
 
 # Rows per register tile of the M >= 2 kernel (see csrc/README.md for the counts).
 GEMM_BLOCK_M = 6
-
-
-@cache
-def headers_digest() -> str:
-    """Content hash of the kernel headers. It goes into the generated code, so that a
-    changed kernel changes Inductor's cache key instead of reusing a stale .so."""
-    h = hashlib.sha256()
-    root = paths.include_dir() / "rvv_inductor"
-    for p in sorted(root.rglob("*.h")):
-        h.update(p.relative_to(root).as_posix().encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
 
 
 class _RVVBF16MicroGemm(mg.CppMicroGemm):

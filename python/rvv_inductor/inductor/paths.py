@@ -1,6 +1,8 @@
 """Where the C++ headers and this package's generated files live."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -18,6 +20,19 @@ def include_dir() -> Path:
         "rvv_inductor's C++ headers were not found (looked in the package's include/ and "
         "the repository's csrc/); reinstall the package"
     )
+
+
+@functools.cache
+def headers_digest() -> str:
+    """Content hash of the kernel headers. It goes into the generated code (and the
+    cpp_prefix.h overlay), so that a changed header changes Inductor's cache key instead
+    of reusing a stale .so."""
+    h = hashlib.sha256()
+    root = include_dir() / "rvv_inductor"
+    for p in sorted(root.rglob("*.h")):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def state_dir() -> Path:

@@ -65,6 +65,10 @@ def build() -> Path | None:
         log.warning("rvv_inductor: unexpected vector gate in %s (torch version?); "
                     "RVV pointwise vectorisation disabled", src)
         return None
+    # Inductor keys a kernel's .so on its source and compile command, not on the headers
+    # it includes: the headers' digest in the overlay's path (its include directory)
+    # changes the command when inductor_vec_math.h or anything it includes changes.
+    patched += f"// rvv_inductor kernel headers {paths.headers_digest()}\n"
     digest = hashlib.sha256(patched.encode()).hexdigest()[:16]
     root = paths.state_dir() / f"prefix-overlay-{digest}"
     target = root / _REL

@@ -224,12 +224,15 @@ def test_count_extrapolation(tmp_path):
 
 
 def test_modes_and_regions():
-    assert list(worker.MODES) == ["eager", "regional", "regional-int8", "regional-int4", "whole"]
+    assert list(worker.MODES) == ["eager", "regional", "regional-int8", "regional-int4", "layers-int4", "whole"]
     assert not worker.MODES["eager"].teacher_forced and worker.MODES["regional"].teacher_forced
-    assert not worker.MODES["whole"].linear_separable
+    # Linear calls inside a compiled graph (whole model, compiled decoder layers) cannot be hooked.
+    assert [m for m, c in worker.MODES.items() if not c.linear_separable] == ["layers-int4", "whole"]
     # BF16 modes must agree with eager; quantized ones hold other weights: reported only.
-    assert [m for m, c in worker.MODES.items() if not c.asserted] == ["regional-int8", "regional-int4"]
+    assert [m for m, c in worker.MODES.items() if not c.asserted] == ["regional-int8", "regional-int4", "layers-int4"]
     assert worker.MODES["regional-int4"].weights == "int4" and worker.MODES["regional-int8"].weights == "int8"
+    assert worker.MODES["layers-int4"].weights == "int4"
+    assert [m for m, c in worker.MODES.items() if getattr(c, "compile_layers", False)] == ["layers-int4"]
     assert set(worker.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0"}
     assert worker.PACKAGE_MODES == {"package": "bf16", "package-int4": "int4"}
     assert set(worker.DRIVER_MODES) == set(worker.LLAMACPP_MODES) | set(worker.PACKAGE_MODES)
