@@ -4,7 +4,7 @@
 // the plugin; see bench/run.sh.
 //
 //   linear_bench --path scalar|rvv|rvv_zvfh|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
-//                [--weights bf16|int8|int4] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
+//                [--weights bf16|int8|int4|q4_1|q4_k|q5_k|q6_k] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
 //                [--x-int8-gemm]
 //                [--region ID] [--no-check] [--threads T]
 //
@@ -133,9 +133,18 @@ int main(int argc, char** argv) {
   ri::DType wfmt = ri::DType::kBF16;
   if (weights == "int8") wfmt = ri::DType::kInt8;
   else if (weights == "int4") wfmt = ri::DType::kInt4;
-  else if (weights != "bf16") die("--weights must be bf16, int8 or int4 (got %s)", weights.c_str());
-  const bool quant = wfmt != ri::DType::kBF16;
-  if (quant && !packed) die("--weights %s needs --format packed", weights.c_str());
+  else if (weights != "bf16") {
+    // The GGUF block formats by their names in weight_formats.inl (q4_1, q4_k, q5_k, q6_k).
+    for (const ri::WeightFormatTraits& t : ri::kWeightFormats)
+      if (t.record_bytes > 0 && weights == t.name) wfmt = t.code;
+    if (wfmt == ri::DType::kBF16) die("--weights must be bf16, int8, int4, q4_1, q4_k, q5_k or q6_k (got %s)", weights.c_str());
+  }
+  const bool blockq = ri::is_block_format(wfmt);
+  const bool quant = wfmt != ri::DType::kBF16 && !blockq;
+  if ((quant || blockq) && !packed) die("--weights %s needs --format packed", weights.c_str());
+  if (blockq && K % ri::weight_format(wfmt)->super_rows)
+    die("--weights %s needs K a multiple of its super-block (%s rows)", weights.c_str(),
+        std::to_string(ri::weight_format(wfmt)->super_rows).c_str());
   if (!quant && (group >= 0 || zero_points)) die("--group and --zero-points are for int8/int4 weights");
   if (scales != "f16" && scales != "bf16") die("--scales must be f16 or bf16 (got %s)", scales.c_str());
   const ri::QuantSpec spec{wfmt, group >= 0 ? group : (wfmt == ri::DType::kInt4 ? 32 : 0),
@@ -170,28 +179,56 @@ int main(int argc, char** argv) {
         const int z = spec.zero_points ? qz[size_t(n * G + g)] : ri::implicit_zero(wfmt);
         wref[size_t(n * K + k)] = double(qv[size_t(n * K + k)] - z) * ri::scale_to_f32(qs[size_t(n * G + g)], spec.scale_dtype);
       }
-  } else {
+  } else if (!blockq) {
     for (size_t i = 0; i < wref.size(); i++) wref[i] = ri::bf16_to_f32(wrows[i]);
+  }
+  // GGUF block formats: P rows of random file blocks (random integer bits, f16 scales and
+  // mins around 2^-8 of both signs), their values read back from the packed form.
+  std::vector<uint8_t> fblocks;
+  int64_t fb_row = 0;
+  if (blockq) {
+    const ri::WeightFormatTraits& t = *ri::weight_format(wfmt);
+    fb_row = K / t.super_rows * t.file_block_bytes;
+    fblocks.resize(size_t(P * fb_row));
+    for (auto& b : fblocks) b = uint8_t(rand_bf16(seed));
+    for (int64_t off = 0; off < P * fb_row; off += t.file_block_bytes) {
+      const int d_at = wfmt == ri::DType::kQ6_K ? 208 : 0;
+      for (int h = 0; h < (wfmt == ri::DType::kQ6_K ? 1 : 2); ++h) {
+        const uint16_t v = ri::f32_to_f16(std::ldexp(1.0f + float(rand_bf16(seed) % 16) / 16, -8) *
+                                          (rand_bf16(seed) % 2 ? 1.0f : -1.0f));
+        std::memcpy(&fblocks[size_t(off + d_at + 2 * h)], &v, 2);
+      }
+    }
   }
 
   std::unique_ptr<uint16_t[], AlignedFree> w;
   ri::PackedLayout layout{};
   int64_t w_bytes;
   if (packed) {
-    layout = quant ? ri::make_quant_layout(spec, N, K, nb, cpu.vlenb) : ri::make_packed_layout(N, K, nb, cpu.vlenb);
+    layout = blockq  ? ri::make_block_layout(wfmt, N, K, nb, cpu.vlenb)
+             : quant ? ri::make_quant_layout(spec, N, K, nb, cpu.vlenb)
+                     : ri::make_packed_layout(N, K, nb, cpu.vlenb);
     w_bytes = layout.bytes;
     w = alloc<uint16_t>(size_t(w_bytes + 1) / 2);
     const int64_t nblk = layout.num_blocks;
     const int64_t blk = nblk > 0 ? w_bytes / nblk : 0;
     char* base = reinterpret_cast<char*>(w.get());
     auto pack_rows = [&](int64_t rows, char* out) {
-      const ri::Status st = quant ? ri::pack_quantized(spec, qv.data(), K, qs.data(), qz.data(), rows, K, nb,
+      const ri::Status st = blockq ? ri::pack_gguf_blocks(wfmt, fblocks.data(), fb_row, rows, K, nb,
+                                                          reinterpret_cast<uint8_t*>(out), err, sizeof err)
+                            : quant ? ri::pack_quantized(spec, qv.data(), K, qs.data(), qz.data(), rows, K, nb,
                                                        reinterpret_cast<uint8_t*>(out), err, sizeof err)
                                   : ri::pack_bf16(wrows.data(), K, rows, K, nb, reinterpret_cast<uint16_t*>(out), err,
                                                   sizeof err);
       if (st != ri::Status::kOk) die("packing failed: %s", err);
     };
     pack_rows(P, base);
+    if (blockq) {  // the reference values of the P distinct rows, from the packed form
+      const ri::PackedLayout lp = ri::make_block_layout(wfmt, P, K, nb, cpu.vlenb);
+      for (int64_t n = 0; n < P; n++)
+        for (int64_t k = 0; k < K; k++)
+          wref[size_t(n * K + k)] = ri::block_dequantized_weight(reinterpret_cast<const uint8_t*>(base), lp, n, k);
+    }
     for (int64_t b = 1; b < nblk; b++) {
       const int64_t cols = N - b * nb < nb ? N - b * nb : nb;
       if (cols == nb)
@@ -247,8 +284,9 @@ int main(int argc, char** argv) {
   ri::PackedLayout warm_layout{};
   warm.N = N < 4 * nb ? N : 4 * nb;
   if (packed) {
-    warm_layout = quant ? ri::make_quant_layout(spec, warm.N, K, nb, cpu.vlenb)
-                        : ri::make_packed_layout(warm.N, K, nb, cpu.vlenb);
+    warm_layout = blockq  ? ri::make_block_layout(wfmt, warm.N, K, nb, cpu.vlenb)
+                  : quant ? ri::make_quant_layout(spec, warm.N, K, nb, cpu.vlenb)
+                          : ri::make_packed_layout(warm.N, K, nb, cpu.vlenb);
     warm.layout = &warm_layout;
   }
   if (ri::linear_bf16(warm, cpu, &used, err, sizeof err) != ri::Status::kOk) die("warm-up call failed: %s", err);

@@ -22,15 +22,57 @@ enum {
 };
 
 /* Element types. Also the weight formats of a packed layout: BF16 (2-byte elements),
- * INT8 and INT4 (quantized, with 16-bit scales of RVV_DTYPE_BF16 or RVV_DTYPE_F16). */
+ * INT8 and INT4 (quantized, with 16-bit scales of RVV_DTYPE_BF16 or RVV_DTYPE_F16), and
+ * the GGUF block formats Q4_1, Q4_K, Q5_K, Q6_K (block_quant.h), kept as the file stores
+ * them. Every weight format is described by one line of weight_formats.inl. */
 enum {
   RVV_DTYPE_NONE = 0,
   RVV_DTYPE_BF16 = 1,
   RVV_DTYPE_F32 = 2,
   RVV_DTYPE_F16 = 3,
   RVV_DTYPE_INT8 = 4,
-  RVV_DTYPE_INT4 = 5
+  RVV_DTYPE_INT4 = 5,
+  RVV_DTYPE_Q4_1 = 6,
+  RVV_DTYPE_Q4_K = 7,
+  RVV_DTYPE_Q5_K = 8,
+  RVV_DTYPE_Q6_K = 9
 };
+
+/* How a weight format scales its integers (rvv_weight_format.scales). */
+enum {
+  RVV_SCALES_NONE = 0,      /* bf16: no integers */
+  RVV_SCALES_GROUP = 1,     /* one 16-bit scale per group of group_size rows (layout's scale_dtype) */
+  RVV_SCALES_F16 = 2,       /* one f16 scale d per block */
+  RVV_SCALES_F16_SUB6 = 3,  /* f16 d per super-block x 6-bit unsigned sub-block scales (Q4_K, Q5_K) */
+  RVV_SCALES_F16_SUB8 = 4   /* f16 d per super-block x 8-bit signed sub-block scales (Q6_K) */
+};
+/* What a weight format adds to scale * q (rvv_weight_format.offset). */
+enum {
+  RVV_OFFSET_NONE = 0,       /* w = s * q */
+  RVV_OFFSET_ZERO = 1,       /* w = s * (q - z), z = implicit_zero, or stored with zero points (int4) */
+  RVV_OFFSET_F16_MIN = 2,    /* w = d * q + m, f16 m per block (Q4_1) */
+  RVV_OFFSET_F16_SUB6_MIN = 3 /* w = d * sc * q - dmin * m, f16 dmin x 6-bit sub-block mins (Q4_K, Q5_K) */
+};
+
+#define RVV_WEIGHT_FORMAT_VERSION 1u
+
+/* One weight format's traits (weight_formats.inl), for rvv_weight_format_info. */
+typedef struct rvv_weight_format {
+  uint32_t version;      /* RVV_WEIGHT_FORMAT_VERSION */
+  int32_t code;          /* RVV_DTYPE_* */
+  char name[16];         /* "int4", "q4_k", ... (the Python spec's format name) */
+  char gguf_type[16];    /* the GGUF tensor type packed as this format bit for bit ("" if none) */
+  int32_t bits;          /* bits per stored integer (16 for bf16) */
+  int32_t block_rows;    /* K rows sharing one scale (a sub-block); 0: the layout's group_size */
+  int32_t super_rows;    /* K rows of one record (a super-block); 0: the layout's group_size */
+  int32_t scales;        /* RVV_SCALES_* */
+  int32_t offset;        /* RVV_OFFSET_* */
+  int32_t implicit_zero; /* z of RVV_OFFSET_ZERO without stored zero points */
+  int32_t record_bytes;  /* bytes per column of one record (fixed formats); 0: from the layout */
+  int32_t file_block_bytes; /* bytes of one GGUF block of super_rows values (fixed formats) */
+  int32_t configurable;  /* 1: group size, scale dtype, zero points come from the layout (int8, int4) */
+  int32_t reserved;      /* 0 */
+} rvv_weight_format;
 
 /* Which implementation a call ran (or would run): the ISA variants of the kernel table
  * (kernel_table.inl), plus the portable scalar code. */
@@ -82,7 +124,7 @@ typedef struct rvv_varlen_attention {
 } rvv_varlen_attention;
 
 /* Which C struct rvv_abi_sizeof is asked about (ctypes mirrors check their size). */
-enum { RVV_ABI_PACKED_LAYOUT = 1, RVV_ABI_CPU_FEATURES = 2, RVV_ABI_VARLEN_ATTENTION = 3 };
+enum { RVV_ABI_PACKED_LAYOUT = 1, RVV_ABI_CPU_FEATURES = 2, RVV_ABI_VARLEN_ATTENTION = 3, RVV_ABI_WEIGHT_FORMAT = 4 };
 
 #ifdef __cplusplus
 }

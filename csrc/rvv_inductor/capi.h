@@ -94,6 +94,17 @@ int rvv_dequantize(const uint8_t* packed, const rvv_packed_layout* layout, float
 int rvv_dequantize_rows(const uint8_t* packed, const rvv_packed_layout* layout, const int64_t* rows, int64_t nrows,
                         float* w, int64_t ldw, int64_t w_elements);
 
+/* ---- Weight formats (weight_formats.inl) and the GGUF block formats (block_quant.h) ---- */
+/* The traits of weight format `code` (RVV_DTYPE_*): RVV_ERR_BAD_DTYPE for another code. */
+int rvv_weight_format_info(int code, rvv_weight_format* out);
+/* Fills *layout for W[n, k] in block format `format` (RVV_DTYPE_Q4_1, _Q4_K, _Q5_K, _Q6_K)
+ * with block width nb; k must be a multiple of the format's super-block rows. */
+int rvv_block_layout(int format, int64_t n, int64_t k, int64_t nb, rvv_packed_layout* layout);
+/* Packs a tensor stored as GGUF blocks of the layout's format, value for value: row n (one
+ * output channel, k / super_rows file blocks) at blocks + n * ldb bytes. */
+int rvv_pack_gguf_blocks(const uint8_t* blocks, int64_t ldb, const rvv_packed_layout* layout, uint8_t* out,
+                         int64_t out_bytes);
+
 /* rvv_linear_bf16_packed with options: RVV_LINEAR_X_INT8 lets INT4 decode (m == 1)
  * quantize the activations to INT8 per 16 elements; RVV_LINEAR_X_INT8_GEMM lets INT4/INT8
  * calls with m >= 2 quantize them per 32 elements (quant_x8.h). Both are faster, with

@@ -4,7 +4,8 @@
 // (rvv_inductor::list_kernels) and the per-kernel tests (tests/cpp).
 //
 //   isa     a variant of kernel_isas.inl; the function is compiled with its -march
-//   format  weight format: bf16 | int8 | int4 (quant_packing.h)
+//   format  weight format, a name of weight_formats.inl: bf16 | int8 | int4 (quant_packing.h)
+//           | q4_1 | q4_k | q5_k | q6_k (GGUF block formats, block_quant.h)
 //   kind    gemv: packed weight, M == 1   gemm: packed weight, M >= 2
 //           rowmajor: unpacked bf16 W[N, K], any M
 //           gemv_x8: packed weight, M == 1, activations quantized to int8 (opt-in)
@@ -25,6 +26,10 @@ RVV_KERNEL(rvv_zvfh,  int4,  gemv,     1xm8, (gemv_quant_packed_1xm8<QuantF16, D
 RVV_KERNEL(rvv_zvfh,  int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt4>))
 RVV_KERNEL(rvv_zvfh,  int8,  gemm_x8,  3xm4, (gemm_quant_x8_packed<DType::kInt8>))
 RVV_KERNEL(rvv_zvfh,  int4,  gemm_x8,  4xm4, (gemm_quant_x8_packed<DType::kInt4>))
+RVV_KERNEL(rvv_zvfh,  q4_1,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF16, DType::kQ4_1>))
+RVV_KERNEL(rvv_zvfh,  q4_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF16, DType::kQ4_K>))
+RVV_KERNEL(rvv_zvfh,  q5_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF16, DType::kQ5_K>))
+RVV_KERNEL(rvv_zvfh,  q6_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF16, DType::kQ6_K>))
 RVV_KERNEL(rvv,       bf16,  gemv,     1xm8, (gemv_bf16_packed_1xm8<Bf16Soft>))
 RVV_KERNEL(rvv,       bf16,  gemm,     6xm4, (gemm_bf16_packed_6xm4<Bf16Soft>))
 RVV_KERNEL(rvv,       bf16,  rowmajor, 4xm4, (gemv_bf16_rowmajor_4xm4<Bf16Soft, false>))
@@ -35,6 +40,14 @@ RVV_KERNEL(rvv,       int4,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kInt
 RVV_KERNEL(rvv,       int4,  gemv_x8,  1xm8, (gemv_int4_x8_packed_1xm8))
 RVV_KERNEL(rvv,       int8,  gemm_x8,  3xm4, (gemm_quant_x8_packed<DType::kInt8>))
 RVV_KERNEL(rvv,       int4,  gemm_x8,  4xm4, (gemm_quant_x8_packed<DType::kInt4>))
+RVV_KERNEL(rvv,       q4_1,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF32, DType::kQ4_1>))
+RVV_KERNEL(rvv,       q4_1,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kQ4_1>))
+RVV_KERNEL(rvv,       q4_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF32, DType::kQ4_K>))
+RVV_KERNEL(rvv,       q4_k,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kQ4_K>))
+RVV_KERNEL(rvv,       q5_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF32, DType::kQ5_K>))
+RVV_KERNEL(rvv,       q5_k,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kQ5_K>))
+RVV_KERNEL(rvv,       q6_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF32, DType::kQ6_K>))
+RVV_KERNEL(rvv,       q6_k,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kQ6_K>))
 
 // Elementwise bf16 <-> fp32 conversions of a variant, with its widen/narrow policy
 // (rvv/bf16_widen.h). A variant without a line uses the next one that has one.

@@ -25,6 +25,7 @@
 #include "rvv_inductor/config.h"
 #include "rvv_inductor/error.h"
 #include "rvv_inductor/types.h"
+#include "rvv_inductor/weight_format.h"
 
 RVV_INDUCTOR_BEGIN_NAMESPACE
 
@@ -79,9 +80,8 @@ inline Status validate_packed_layout(const PackedLayout& l, int64_t N, int64_t K
   if (l.version != RVV_PACKED_VERSION)
     return fail(bad, err, err_len, "packed layout: version %u, this library reads version %u; repack the weight",
                 unsigned(l.version), unsigned(RVV_PACKED_VERSION));
-  if (l.dtype != RVV_DTYPE_BF16 && l.dtype != RVV_DTYPE_INT8 && l.dtype != RVV_DTYPE_INT4)
-    return fail(bad, err, err_len, "packed layout: weight format code %d is not bf16 (%d), int8 (%d) or int4 (%d)",
-                int(l.dtype), int(RVV_DTYPE_BF16), int(RVV_DTYPE_INT8), int(RVV_DTYPE_INT4));
+  if (!weight_format(DType(l.dtype)))
+    return fail(bad, err, err_len, "packed layout: weight format code %d is not one of weight_formats.inl", int(l.dtype));
   if (l.n != N || l.k != K)
     return fail(bad, err, err_len, "packed layout: weight is [N=%lld, K=%lld], the call expects [N=%lld, K=%lld]",
                 (long long)l.n, (long long)l.k, (long long)N, (long long)K);

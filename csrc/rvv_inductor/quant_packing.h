@@ -31,6 +31,7 @@
 #include <cstring>
 
 #include "rvv_inductor/bf16.h"
+#include "rvv_inductor/block_quant.h"
 #include "rvv_inductor/config.h"
 #include "rvv_inductor/error.h"
 #include "rvv_inductor/packing.h"
@@ -215,7 +216,9 @@ inline Status validate_quant_layout(const PackedLayout& l, char* err = nullptr, 
 inline Status validate_layout(const PackedLayout& l, int64_t N, int64_t K, int64_t expected_nb, char* err = nullptr,
                               size_t err_len = 0) {
   const Status s = validate_packed_layout(l, N, K, expected_nb, err, err_len);
-  if (s != Status::kOk || !is_quantized(DType(l.dtype))) return s;
+  if (s != Status::kOk) return s;
+  if (is_block_format(DType(l.dtype))) return validate_block_layout(l, err, err_len);
+  if (!is_quantized(DType(l.dtype))) return s;
   return validate_quant_layout(l, err, err_len);
 }
 
@@ -223,13 +226,15 @@ inline Status validate_layout(const PackedLayout& l, int64_t N, int64_t K, int64
 inline Status dequantize_packed(const uint8_t* packed, const PackedLayout& l, float* W, int64_t ldw,
                                 char* err = nullptr, size_t err_len = 0) {
   Status s = validate_layout(l, l.n, l.k, 0, err, err_len);
-  if (s == Status::kOk && !is_quantized(DType(l.dtype)))
+  if (s == Status::kOk && !is_quantized(DType(l.dtype)) && !is_block_format(DType(l.dtype)))
     s = fail(Status::kLayoutMismatch, err, err_len, "dequantize: the layout holds a bf16 weight");
   if (s != Status::kOk) return s;
   if (ldw < l.k) return fail(Status::kBadShape, err, err_len, "dequantize: ldw=%lld < K=%lld", (long long)ldw, (long long)l.k);
   if (l.bytes > 0 && (!packed || !W)) return fail(Status::kNullPointer, err, err_len, "dequantize: null pointer");
   for (int64_t n = 0; n < l.n; ++n)
-    for (int64_t k = 0; k < l.k; ++k) W[n * ldw + k] = dequantized_weight(packed, l, n, k);
+    for (int64_t k = 0; k < l.k; ++k)
+      W[n * ldw + k] = is_block_format(DType(l.dtype)) ? block_dequantized_weight(packed, l, n, k)
+                                                       : dequantized_weight(packed, l, n, k);
   return Status::kOk;
 }
 

@@ -28,6 +28,10 @@ enum class DType : int32_t {
   kF16 = RVV_DTYPE_F16,
   kInt8 = RVV_DTYPE_INT8,
   kInt4 = RVV_DTYPE_INT4,
+  kQ4_1 = RVV_DTYPE_Q4_1,
+  kQ4_K = RVV_DTYPE_Q4_K,
+  kQ5_K = RVV_DTYPE_Q5_K,
+  kQ6_K = RVV_DTYPE_Q6_K,
 };
 
 enum class KernelPath : int {

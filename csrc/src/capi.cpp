@@ -89,6 +89,7 @@ size_t rvv_abi_sizeof(int which) {
     case RVV_ABI_PACKED_LAYOUT: return sizeof(rvv_packed_layout);
     case RVV_ABI_CPU_FEATURES: return sizeof(rvv_cpu_features);
     case RVV_ABI_VARLEN_ATTENTION: return sizeof(rvv_varlen_attention);
+    case RVV_ABI_WEIGHT_FORMAT: return sizeof(rvv_weight_format);
   }
   return 0;
 }
@@ -182,8 +183,8 @@ Status check_quant_buffer(const rvv_packed_layout* layout, int64_t bytes, const 
   }
   Status s = validate_layout(*layout, layout->n, layout->k, 0, t_last_error, kErrLen);
   if (s != Status::kOk) return s;
-  if (!is_quantized(DType(layout->dtype))) {
-    std::snprintf(t_last_error, kErrLen, "%s: the layout is not int8/int4 (format %d)", what, int(layout->dtype));
+  if (!is_quantized(DType(layout->dtype)) && !is_block_format(DType(layout->dtype))) {
+    std::snprintf(t_last_error, kErrLen, "%s: the layout holds no quantized weight (format %d)", what, int(layout->dtype));
     return Status::kLayoutMismatch;
   }
   if (bytes < layout->bytes) {
@@ -193,11 +194,21 @@ Status check_quant_buffer(const rvv_packed_layout* layout, int64_t bytes, const 
   }
   return Status::kOk;
 }
+// The int8/int4 entry points (values, scales and zero points as arrays) take no block format.
+Status check_int_format(const rvv_packed_layout* layout, const char* what) {
+  if (is_block_format(DType(layout->dtype))) {
+    std::snprintf(t_last_error, kErrLen, "%s: format %s is packed from its GGUF blocks (rvv_pack_gguf_blocks)", what,
+                  weight_format(DType(layout->dtype))->name);
+    return Status::kLayoutMismatch;
+  }
+  return Status::kOk;
+}
 }  // namespace
 
 int rvv_quantize_pack(const uint16_t* w, int64_t ldw, const rvv_packed_layout* layout, uint8_t* out,
                       int64_t out_bytes) {
   Status s = check_quant_buffer(layout, out_bytes, "rvv_quantize_pack");
+  if (s == Status::kOk) s = check_int_format(layout, "rvv_quantize_pack");
   if (s != Status::kOk) return int(s);
   const QuantSpec q = quant_spec_of(*layout);
   const int64_t N = layout->n, K = layout->k, G = quant_num_groups(q, K);
@@ -214,6 +225,7 @@ int rvv_quantize_pack(const uint16_t* w, int64_t ldw, const rvv_packed_layout* l
 int rvv_pack_quantized(const int8_t* values, int64_t ldq, const uint16_t* scales, const uint8_t* zeros,
                        const rvv_packed_layout* layout, uint8_t* out, int64_t out_bytes) {
   Status s = check_quant_buffer(layout, out_bytes, "rvv_pack_quantized");
+  if (s == Status::kOk) s = check_int_format(layout, "rvv_pack_quantized");
   if (s != Status::kOk) return int(s);
   s = pack_quantized(quant_spec_of(*layout), values, ldq, scales, zeros, layout->n, layout->k, layout->nb, out,
                      t_last_error, kErrLen);
@@ -223,6 +235,7 @@ int rvv_pack_quantized(const int8_t* values, int64_t ldq, const uint16_t* scales
 int rvv_unpack_quantized(const uint8_t* packed, const rvv_packed_layout* layout, int8_t* values, uint16_t* scales,
                          uint8_t* zeros) {
   Status s = check_quant_buffer(layout, layout ? layout->bytes : 0, "rvv_unpack_quantized");
+  if (s == Status::kOk) s = check_int_format(layout, "rvv_unpack_quantized");
   if (s != Status::kOk) return int(s);
   const QuantSpec q = quant_spec_of(*layout);
   const int64_t N = layout->n, K = layout->k, G = quant_num_groups(q, K), gr = quant_group_rows(q, K);
@@ -275,9 +288,49 @@ int rvv_dequantize_rows(const uint8_t* packed, const rvv_packed_layout* layout, 
                     (long long)rows[i], (long long)i, (long long)layout->n);
       return int(Status::kBadShape);
     }
+  const bool blocks = is_block_format(DType(layout->dtype));
   for (int64_t i = 0; i < nrows; ++i)
-    for (int64_t k = 0; k < K; ++k) w[i * ldw + k] = dequantized_weight(packed, *layout, rows[i], k);
+    for (int64_t k = 0; k < K; ++k)
+      w[i * ldw + k] = blocks ? block_dequantized_weight(packed, *layout, rows[i], k)
+                              : dequantized_weight(packed, *layout, rows[i], k);
   return finish(Status::kOk);
+}
+
+int rvv_weight_format_info(int code, rvv_weight_format* out) {
+  if (!out) return error(Status::kNullPointer, "rvv_weight_format_info: out is NULL");
+  if (!fill_weight_format(DType(code), out)) {
+    std::snprintf(t_last_error, kErrLen, "rvv_weight_format_info: %d is not a weight format code", code);
+    return int(Status::kBadDtype);
+  }
+  return finish(Status::kOk);
+}
+
+int rvv_block_layout(int format, int64_t n, int64_t k, int64_t nb, rvv_packed_layout* layout) {
+  if (!layout) return error(Status::kNullPointer, "rvv_block_layout: layout is NULL");
+  const WeightFormatTraits* t = weight_format(DType(format));
+  if (!t || !is_block_format(DType(format))) {
+    std::snprintf(t_last_error, kErrLen, "rvv_block_layout: format %d is not a block format", format);
+    return int(Status::kBadDtype);
+  }
+  if (block_packed_bytes(DType(format), n, k, nb) < 0) {
+    std::snprintf(t_last_error, kErrLen, "rvv_block_layout: %s [n=%lld, k=%lld] nb=%lld: k must be a multiple of %d",
+                  t->name, (long long)n, (long long)k, (long long)nb, int(t->super_rows));
+    return int(Status::kBadShape);
+  }
+  *layout = make_block_layout(DType(format), n, k, nb, effective_cpu().vlenb);
+  return finish(Status::kOk);
+}
+
+int rvv_pack_gguf_blocks(const uint8_t* blocks, int64_t ldb, const rvv_packed_layout* layout, uint8_t* out,
+                         int64_t out_bytes) {
+  Status s = check_quant_buffer(layout, out_bytes, "rvv_pack_gguf_blocks");
+  if (s == Status::kOk && !is_block_format(DType(layout->dtype))) {
+    std::snprintf(t_last_error, kErrLen, "rvv_pack_gguf_blocks: format %d is not a block format", int(layout->dtype));
+    s = Status::kLayoutMismatch;
+  }
+  if (s != Status::kOk) return int(s);
+  s = pack_gguf_blocks(DType(layout->dtype), blocks, ldb, layout->n, layout->k, layout->nb, out, t_last_error, kErrLen);
+  return s == Status::kOk ? finish(s) : int(s);
 }
 
 int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const void* w_packed,

@@ -150,6 +150,7 @@ Status run_one(const LinearOperands& a, const detail::KernelEntry* k, DType form
   if (k) return k->fn(a);
   if (a.weight_layout == WeightLayout::kRowMajor) return ref::linear_bf16_rowmajor_ref(a);
   if (format == DType::kBF16) return ref::linear_bf16_packed_ref(a);
+  if (is_block_format(format)) return ref::linear_block_quant_ref(a);
   if (x8_gemm_requested(a)) {
     // As the vector kernel: a row with Inf/NaN sends the whole call to the fp path.
     bool finite = true;
@@ -400,12 +401,12 @@ const char* selected_kernel_name(const LinearProblem& p, const rvv_cpu_features&
   if (k) return k->name;
   if (p.weight_layout == WeightLayout::kRowMajor) return "scalar/bf16/rowmajor";
   if (x8_gemm_requested(p)) return format == DType::kInt4 ? "scalar/int4/gemm_x8" : "scalar/int8/gemm_x8";
-  switch (format) {
-    case DType::kBF16: return p.M == 1 ? "scalar/bf16/gemv" : "scalar/bf16/gemm";
-    case DType::kInt8: return p.M == 1 ? "scalar/int8/gemv" : "scalar/int8/gemm";
-    case DType::kInt4: return p.M == 1 ? "scalar/int4/gemv" : "scalar/int4/gemm";
-    default: return nullptr;
-  }
+  // "scalar/<format>/gemv|gemm", the format's name from weight_formats.inl.
+#define RVV_WEIGHT_FORMAT(name, code, ...) \
+  if (format == DType(code)) return p.M == 1 ? "scalar/" #name "/gemv" : "scalar/" #name "/gemm";
+#include "rvv_inductor/weight_formats.inl"
+#undef RVV_WEIGHT_FORMAT
+  return nullptr;
 }
 
 int64_t preferred_nb(const rvv_cpu_features& cpu) {

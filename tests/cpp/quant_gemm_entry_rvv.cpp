@@ -1,4 +1,4 @@
-// Compiled with -march=rv64gcv: the INT8/INT4 GEMM with block sizes chosen by the test, so
+// Compiled with -march=rv64gcv: the INT8/INT4 and GGUF block-format GEMM with block sizes chosen by the test, so
 // small problems cross every row, K and column block boundary (quant_test.cpp).
 #include "quant_gemm_entries.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
@@ -12,8 +12,15 @@ namespace ri = rvv_inductor;
 
 ri::Status quant_gemm_entry_rvv(const ri::LinearOperands& a, int64_t mc, int64_t kc, int64_t nc_blocks) {
   const ri::rvv::QuantGemmBlocking bk{mc, kc, nc_blocks};
-  return ri::quant_spec_of(*a.layout).format == ri::DType::kInt4 ? ri::rvv::gemm_quant_packed_blocked<ri::DType::kInt4>(a, bk)
-                                              : ri::rvv::gemm_quant_packed_blocked<ri::DType::kInt8>(a, bk);
+  switch (ri::DType(a.layout->dtype)) {
+    case ri::DType::kInt4: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kInt4>(a, bk);
+    case ri::DType::kInt8: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kInt8>(a, bk);
+    case ri::DType::kQ4_1: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ4_1>(a, bk);
+    case ri::DType::kQ4_K: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ4_K>(a, bk);
+    case ri::DType::kQ5_K: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ5_K>(a, bk);
+    case ri::DType::kQ6_K: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ6_K>(a, bk);
+    default: return ri::Status::kBadDtype;
+  }
 }
 
 void quant_gemm_default_blocking_rvv(int64_t M, int64_t K, int64_t nb, int64_t group_rows, int weight_bits,

@@ -110,6 +110,43 @@ inline Status linear_quant_packed_ref(const LinearOperands& a) {
   return Status::kOk;
 }
 
+// Packed GGUF block formats (block_quant.h), any M: each weight dequantized as the file's
+// reference does (exact products, one rounding), accumulated in fp32 in K order.
+inline Status linear_block_quant_ref(const LinearOperands& a) {
+  const PackedLayout& l = *a.layout;
+  const DType f = DType(l.dtype);
+  const int64_t K = a.K, nb = a.nb, S = weight_format(f)->super_rows, sub = weight_format(f)->block_rows;
+  const int64_t rec_bytes = block_record_bytes(f, nb), blk_bytes = (K / S) * rec_bytes;
+  F32Scratch<1024> scratch;
+  float* xf = scratch.get(a.scratch, K);
+  if (!xf) return Status::kNoMemory;
+  const size_t ysize = a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float);
+  for (int64_t m = 0; m < a.M; ++m) {
+    for (int64_t k = 0; k < K; ++k) xf[k] = bf16_to_f32(a.x[m * a.ldx + k]);
+    void* y = static_cast<char*>(a.y) + size_t(m * a.ldy) * ysize;
+    for (int64_t b = a.block_begin; b < a.block_end; ++b) {
+      const int64_t n0 = b * nb, cols = a.N - n0 < nb ? a.N - n0 : nb;
+      const uint8_t* blk = static_cast<const uint8_t*>(a.w) + b * blk_bytes;
+      for (int64_t c = 0; c < cols; ++c) {
+        float acc = load_bias(a.bias, a.bias_dtype, n0 + c);
+        for (int64_t r0 = 0; r0 < K; r0 += S) {
+          const uint8_t* rec = blk + (r0 / S) * rec_bytes;
+          for (int row = 0; row < S; row += int(sub)) {
+            const BlockParams p = block_params(f, rec, nb, c, row);
+            for (int i = row; i < row + sub; ++i) {
+              const int32_t q = block_q(f, rec, nb, c, i);
+              const float w = f == DType::kQ6_K ? p.scale * float(q - 32) : p.scale * float(q) + p.offset;
+              acc += xf[r0 + i] * w;
+            }
+          }
+        }
+        store_out(y, a.y_dtype, n0 + c, acc);
+      }
+    }
+  }
+  return Status::kOk;
+}
+
 inline Status linear_bf16_rowmajor_ref(const LinearOperands& a) {
   F32Scratch<1024> scratch;
   float* xf = scratch.get(a.scratch, a.K);

@@ -30,6 +30,7 @@
 
 #include "rvv_inductor/quant_packing.h"
 #include "rvv_inductor/rvv/bf16_widen.h"
+#include "rvv_inductor/rvv/gemm_block_quant.h"
 #include "rvv_inductor/rvv/epilogue.h"
 #include "rvv_inductor/rvv/gemm_tile_bf16.h"
 #include "rvv_inductor/rvv/quant_widen.h"
@@ -153,7 +154,10 @@ inline void gemm_quant_tile(const LinearOperands& a, const float* ap, const uint
     if constexpr (MR > 2) c2 = __riscv_vle32_v_f32m4(acc + 2 * ldacc, vl);
     if constexpr (MR > 3) c3 = __riscv_vle32_v_f32m4(acc + 3 * ldacc, vl);
   }
-  gemm_quant_rows<MR, kFormat>(a, ap, blk, j, vl, k0, k1, c0, c1, c2, c3);
+  if constexpr (is_block_format(kFormat))
+    gemm_block_rows<MR, kFormat>(a, ap, blk, j, vl, k0, k1, c0, c1, c2, c3);
+  else
+    gemm_quant_rows<MR, kFormat>(a, ap, blk, j, vl, k0, k1, c0, c1, c2, c3);
   if (k1 < a.K) {
     __riscv_vse32_v_f32m4(acc, c0, vl);
     if constexpr (MR > 1) __riscv_vse32_v_f32m4(acc + ldacc, c1, vl);
@@ -173,10 +177,15 @@ template <DType kFormat>
 inline Status gemm_quant_packed_blocked(const LinearOperands& a, const QuantGemmBlocking& bk) {
   const int64_t M = a.M, K = a.K, nb = a.nb;
   const QuantSpec q = quant_spec_of(*a.layout);
-  const int64_t block_bytes = quant_block_bytes(q, K, nb);
+  const int64_t block_bytes = is_block_format(kFormat) ? K / weight_format(kFormat)->super_rows *
+                                                             block_record_bytes(kFormat, nb)
+                                                       : quant_block_bytes(q, K, nb);
   const int64_t mc = bk.mc, kc = bk.kc < K ? bk.kc : K, ncb = bk.nc_blocks;
   // A K block must start on an INT4 row pair; a row block holds whole tiles.
   if (mc < 1 || ncb < 1 || kc < 1 || (kc < K && kc % 2) || (mc < M && mc % kQuantGemmMR)) return Status::kBadShape;
+  // A block format's K block holds whole sub-blocks (their scales are per sub-block).
+  if constexpr (is_block_format(kFormat))
+    if (kc < K && kc % weight_format(kFormat)->block_rows) return Status::kBadShape;
   // The activation block, then (with K blocks) the partial sums of one row block and
   // column group: mc x kc + mc x ncb * nb floats, 128 KB at most with the default sizes.
   const int64_t ldacc = ncb * nb, x_floats = mc * kc, acc_floats = kc < K ? mc * ldacc : 0;
@@ -224,11 +233,14 @@ inline Status gemm_quant_packed_blocked(const LinearOperands& a, const QuantGemm
   return Status::kOk;
 }
 
+// Any packed quantized format: INT8, INT4 and the GGUF block formats (K blocks then hold
+// whole sub-blocks).
 template <DType kFormat>
 inline Status gemm_quant_packed_4xm4(const LinearOperands& a) {
   const QuantSpec q = quant_spec_of(*a.layout);
-  return gemm_quant_packed_blocked<kFormat>(
-      a, quant_gemm_blocking(a.M, a.K, a.nb, quant_group_rows(q, a.K), kFormat == DType::kInt4 ? 4 : 8));
+  constexpr const WeightFormatTraits* t = weight_format(kFormat);
+  const int64_t group_rows = t->block_rows > 0 ? t->block_rows : quant_group_rows(q, a.K);
+  return gemm_quant_packed_blocked<kFormat>(a, quant_gemm_blocking(a.M, a.K, a.nb, group_rows, t->bits));
 }
 
 }  // namespace rvv

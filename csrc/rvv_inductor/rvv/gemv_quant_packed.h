@@ -202,7 +202,7 @@ inline Status quant_row_reference(const LinearOperands& a, int64_t m, float* scr
   r.x = a.x + m * a.ldx;
   r.y = static_cast<char*>(a.y) + size_t(m * a.ldy) * (a.y_dtype == DType::kBF16 ? sizeof(uint16_t) : sizeof(float));
   r.scratch = scratch;
-  return ref::linear_quant_packed_ref(r);
+  return is_block_format(DType(a.layout->dtype)) ? ref::linear_block_quant_ref(r) : ref::linear_quant_packed_ref(r);
 }
 
 // Runs row(x_row, scratch, y_row) for each of the M rows (each re-reading the weight: meant

@@ -1,0 +1,150 @@
+// Vector decoding of the GGUF block formats' records (block_quant.h), shared by their
+// GEMV and GEMM: per column chunk [j, j + vl) of a record,
+//   params_m4   a sub-block's scale and offset as fp32 (w = s * q + o), decoded from the
+//               record's f16 d / dmin and integer sub-block scales for all vl channels at
+//               once (the scale bytes are channel-interleaved, so every step is one vector
+//               operation over the chunk);
+//   for_pairs   a sub-block's integers q, two K rows at a time, as bytes: the low nibbles
+//               of one qs byte per row pair, plus the high bits from qh (Q5_K: 1 bit,
+//               Q6_K: 2 bits per row), shifted into bit 4 with constant shifts.
+// Byte vectors are m2 in the GEMV (e32 m8 accumulators) and m1 in the GEMM (e32 m4); the
+// decoding is written once for both (U8<V>).
+#pragma once
+#include "rvv_inductor/config.h"
+
+#if RVV_INDUCTOR_HAS_RVV
+#include <riscv_vector.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rvv_inductor/block_quant.h"
+#include "rvv_inductor/rvv/quant_widen.h"
+#include "rvv_inductor/types.h"
+
+RVV_INDUCTOR_BEGIN_NAMESPACE
+namespace rvv {
+
+template <class V>
+struct U8;
+#define RVV_U8_OPS(V, L)                                                                                 \
+  template <>                                                                                           \
+  struct U8<V> {                                                                                        \
+    static V load(const uint8_t* p, size_t vl) { return __riscv_vle8_v_u8##L(p, vl); }                \
+    static V andi(V v, uint8_t m, size_t vl) { return __riscv_vand_vx_u8##L(v, m, vl); }              \
+    static V srl(V v, size_t s, size_t vl) { return __riscv_vsrl_vx_u8##L(v, s, vl); }                \
+    static V sll(V v, size_t s, size_t vl) { return __riscv_vsll_vx_u8##L(v, s, vl); }                \
+    static V orv(V a, V b, size_t vl) { return __riscv_vor_vv_u8##L(a, b, vl); }                      \
+  };
+RVV_U8_OPS(vuint8m1_t, m1)
+RVV_U8_OPS(vuint8m2_t, m2)
+#undef RVV_U8_OPS
+
+// (v moved so that its bit From lands on bit To) & mask, From and To known at compile time.
+template <int From, int To, class V>
+inline V bits_to(V v, uint8_t mask, size_t vl) {
+  using O = U8<V>;
+  if constexpr (From < To) return O::andi(O::sll(v, To - From, vl), mask, vl);
+  else if constexpr (From > To) return O::andi(O::srl(v, From - To, vl), mask, vl);
+  else return O::andi(v, mask, vl);
+}
+
+template <DType F>
+struct BlockFmt {
+  static constexpr const WeightFormatTraits& kTraits = *weight_format(F);
+  static constexpr int kSuperRows = kTraits.super_rows, kSubRows = kTraits.block_rows;
+  static constexpr int kSubs = kSuperRows / kSubRows, kRecordBytes = kTraits.record_bytes;
+  static constexpr BlockRecordFields kFields = block_record_fields(F);
+
+  // f16 field `field` (in units of nb bytes) of the chunk's channels as fp32.
+  static vfloat32m4_t f16_m4(const uint8_t* rec, int64_t nb, int32_t field, int64_t j, size_t vl) {
+    return load_scales_m4(reinterpret_cast<const uint16_t*>(rec + field * nb) + j, true, vl);
+  }
+  static vfloat32m4_t u8_to_f32_m4(vuint8m1_t v, size_t vl) {
+    return __riscv_vfwcvt_f_xu_v_f32m4(__riscv_vzext_vf2_u16m2(v, vl), vl);
+  }
+
+  // Sub-block `sub` of the record: s and o with w = s * q + o, fp32, chunk columns.
+  static void params_m4(const uint8_t* rec, int64_t nb, int64_t j, int sub, size_t vl, vfloat32m4_t& s,
+                        vfloat32m4_t& o) {
+    const vfloat32m4_t d = f16_m4(rec, nb, kFields.d, j, vl);
+    if constexpr (F == DType::kQ4_1) {
+      s = d;
+      o = f16_m4(rec, nb, kFields.dmin, j, vl);
+    } else if constexpr (F == DType::kQ6_K) {
+      const vint8m1_t sc = __riscv_vle8_v_i8m1(reinterpret_cast<const int8_t*>(rec + (kFields.scales + sub) * nb + j), vl);
+      s = __riscv_vfmul_vv_f32m4(d, __riscv_vfwcvt_f_x_v_f32m4(__riscv_vsext_vf2_i16m2(sc, vl), vl), vl);
+      o = __riscv_vfmul_vf_f32m4(s, -32.0f, vl);
+    } else {  // Q4_K, Q5_K: 6-bit scale and min of sub-block `sub` (llama.cpp's get_scale_min_k4)
+      using O = U8<vuint8m1_t>;
+      const uint8_t* sb = rec + kFields.scales * nb + j;
+      vuint8m1_t sc, m;
+      if (sub < 4) {
+        sc = O::andi(O::load(sb + sub * nb, vl), 63, vl);
+        m = O::andi(O::load(sb + (sub + 4) * nb, vl), 63, vl);
+      } else {
+        const vuint8m1_t lo = O::load(sb + (sub + 4) * nb, vl);
+        sc = O::orv(O::andi(lo, 0x0F, vl), O::sll(O::srl(O::load(sb + (sub - 4) * nb, vl), 6, vl), 4, vl), vl);
+        m = O::orv(O::srl(lo, 4, vl), O::sll(O::srl(O::load(sb + sub * nb, vl), 6, vl), 4, vl), vl);
+      }
+      s = __riscv_vfmul_vv_f32m4(d, u8_to_f32_m4(sc, vl), vl);
+      o = __riscv_vfneg_v_f32m4(
+          __riscv_vfmul_vv_f32m4(f16_m4(rec, nb, kFields.dmin, j, vl), u8_to_f32_m4(m, vl), vl), vl);
+    }
+  }
+
+  // fn(q0, q1, i) for the row pairs i = 0 .. kSubRows / 2 - 1 of sub-block `sub`: rows 2i
+  // and 2i + 1 of the sub-block as unsigned bytes (the stored q, before any offset).
+  template <class V, class Fn>
+  static void for_pairs(const uint8_t* rec, int64_t nb, int64_t j, int sub, size_t vl, const Fn& fn) {
+    using O = U8<V>;
+    const uint8_t* qs = rec + (kFields.qs + sub * (kSubRows / 2)) * nb + j;
+    auto lo_hi = [&](int i, V& q0, V& q1) {
+      const V v = O::load(qs + i * nb, vl);
+      q0 = O::andi(v, 0x0F, vl);
+      q1 = O::srl(v, 4, vl);
+    };
+    if constexpr (F == DType::kQ4_1 || F == DType::kQ4_K) {
+      for (int i = 0; i < kSubRows / 2; ++i) {
+        V q0, q1;
+        lo_hi(i, q0, q1);
+        fn(q0, q1, i);
+      }
+    } else if constexpr (F == DType::kQ5_K) {
+      // qh byte u: bit 4 of the sub-block's rows 8u .. 8u + 7 (pairs 4u .. 4u + 3).
+      const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / 8)) * nb + j;
+      for (int u = 0; u < kSubRows / 8; ++u) {
+        const V h = O::load(qh + u * nb, vl);
+        auto pair = [&](auto from) {
+          constexpr int b = decltype(from)::value;
+          V q0, q1;
+          lo_hi(4 * u + b / 2, q0, q1);
+          fn(O::orv(q0, bits_to<b, 4>(h, 0x10, vl), vl), O::orv(q1, bits_to<b + 1, 4>(h, 0x10, vl), vl), 4 * u + b / 2);
+        };
+        pair(IntC<0>{}), pair(IntC<2>{}), pair(IntC<4>{}), pair(IntC<6>{});
+      }
+    } else {  // Q6_K. qh byte u: bits 4-5 of the sub-block's rows 4u .. 4u + 3 (pairs 2u, 2u + 1).
+      const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / 4)) * nb + j;
+      for (int u = 0; u < kSubRows / 4; ++u) {
+        const V h = O::load(qh + u * nb, vl);
+        auto pair = [&](auto from) {
+          constexpr int b = decltype(from)::value;
+          V q0, q1;
+          lo_hi(2 * u + b / 4, q0, q1);
+          fn(O::orv(q0, bits_to<b, 4>(h, 0x30, vl), vl), O::orv(q1, bits_to<b + 2, 4>(h, 0x30, vl), vl), 2 * u + b / 4);
+        };
+        pair(IntC<0>{}), pair(IntC<4>{});
+      }
+    }
+  }
+
+ private:
+  template <int N>
+  struct IntC {
+    static constexpr int value = N;
+  };
+};
+
+}  // namespace rvv
+RVV_INDUCTOR_END_NAMESPACE
+#endif  // RVV_INDUCTOR_HAS_RVV
