@@ -15,11 +15,14 @@ A row is one (impl, isa, format, layout, VLEN, M, K, N):
           scalar; aten: default (torch's DEFAULT CPU capability); llamacpp: rvv or scalar
           (what QEMU offered; the ggml CPU variant that loaded is in path_used)
   format  the weight format: bf16, int8 (one scale per output channel), int8-g128,
-          int4-g32/g64/g128, int4-g64-zp (zero points); llama.cpp q8_0, q4_0, f16, bf16
+          int4-g32/g64/g128, int4-g64-zp (zero points), the GGUF block formats q4_1, q4_k,
+          q5_k, q6_k (at the file's bytes); llama.cpp q8_0, q4_0, q4_1, q4_k, q5_k, q6_k,
+          f16, bf16
   layout  packed | rowmajor
   act     what the multiply-adds take X as: bf16 (the project's kernels widen it to FP32 or
           FP16 inside), int8 (quantized per call: linear_bench --x-int8; llama.cpp's Q8_0
-          for its Q8_0/Q4_0 weights), f16 / bf16 (llama.cpp's F16/BF16)
+          for its Q8_0/Q4_0 weights, Q8_1 for Q4_1, Q8_K for the K-quants), f16 / bf16
+          (llama.cpp's F16/BF16)
 """
 import csv
 import glob
@@ -49,6 +52,14 @@ TARGET_CYC_PER_W = {"int4": 0.50, "int8": 0.60}  # estimated in-order cycles per
 TARGET_QUANT_READ_RATIO = 1.05  # bytes read / packed weight bytes (scales included)
 TARGET_VS_LLAMACPP = 4.0  # >= this many times fewer instructions per weight than llama.cpp
 LLAMACPP_PEER = {"int4": "q4_0", "int8": "q8_0"}
+# The GGUF block formats (stored at the file's bytes; llama.cpp's peer is the same type).
+BLOCK_FORMATS = ["q4_1", "q4_k", "q5_k", "q6_k"]
+LLAMACPP_PEER.update({f: f for f in BLOCK_FORMATS})
+# Their decode targets (VLEN 256, rvv_zvfh, one thread): est. cycles / weight, instructions /
+# weight, all DRAM reads / file bytes, and how many times fewer instructions than llama.cpp.
+TARGET_BLOCK = {"q4_k": {"cyc": 0.60, "insn": 0.25, "dram": 1.03, "vs_llama": 3.0},
+                "q6_k": {"cyc": 0.70, "vs_llama": 3.0}}
+TARGET_BLOCK_ISA = "rvv_zvfh"
 
 SHAPE_NAMES = {
     (1536, 2048): "q_proj+k+v 1536->2048",
@@ -62,8 +73,8 @@ SHAPE_ORDER = list(SHAPE_NAMES)
 QWEN15_LAYERS = 28
 SHAPE_PER_TOKEN = {(1536, 2048): QWEN15_LAYERS, (1536, 1536): QWEN15_LAYERS, (1536, 17920): QWEN15_LAYERS,
                    (8960, 1536): QWEN15_LAYERS, (1536, 151936): 1}
-QUANT_FORMATS = ["int8", "int8-g128", "int4-g32", "int4-g64", "int4-g128", "int4-g64-zp"]
-LLAMA_FORMATS = ["q8_0", "q4_0", "f16", "bf16"]
+QUANT_FORMATS = ["int8", "int8-g128", "int4-g32", "int4-g64", "int4-g128", "int4-g64-zp"] + BLOCK_FORMATS
+LLAMA_FORMATS = ["q8_0", "q4_0", "f16", "bf16"] + BLOCK_FORMATS
 ISA_NAME = {"rvv": "V", "rvv_zvfh": "Zvfh", "rvv_zvfbf": "Zvfbfwma", "scalar": "scalar", "default": "default"}
 
 COUNTERS = [
@@ -77,8 +88,13 @@ EXTRA_LINEAR = ["wbytes", "percall_insns"]
 
 
 def family(fmt):
-    """int8 / int4 / bf16 / a llama.cpp format."""
+    """int8 / int4 / bf16 / a llama.cpp format / a GGUF block format (itself)."""
     return fmt.split("-")[0]
+
+
+def is_quant(fmt):
+    """The project's quantized weights: int8, int4 or a GGUF block format."""
+    return family(fmt) in ("int8", "int4") or fmt in BLOCK_FORMATS
 
 
 def label(impl, isa, fmt, layout, path_used="", act=None):
@@ -261,7 +277,7 @@ class Results:
 
     def quant_isas(self):
         """The vector variants that have int8/int4 rows, plain V first."""
-        have = {r["isa"] for r in self.rows if r["impl"] == "rvv" and family(r["format"]) in ("int8", "int4")}
+        have = {r["isa"] for r in self.rows if r["impl"] == "rvv" and is_quant(r["format"])}
         return [i for i in ("rvv", "rvv_zvfh", "rvv_zvfbf") if i in have]
 
     def quant_formats(self, isa="rvv", act="bf16"):
@@ -270,7 +286,7 @@ class Results:
 
     def quant_variants(self):
         """(isa, act) of the project's int8/int4 rows: plain V, Zvfh, then int8 activations."""
-        have = {(r["isa"], r["act"]) for r in self.rows if r["impl"] == "rvv" and family(r["format"]) in ("int8", "int4")}
+        have = {(r["isa"], r["act"]) for r in self.rows if r["impl"] == "rvv" and is_quant(r["format"])}
         order = [(i, "bf16") for i in ("rvv", "rvv_zvfh", "rvv_zvfbf")] + [(i, "int8") for i in ("rvv", "rvv_zvfh")]
         return [v for v in order if v in have]
 
@@ -411,10 +427,14 @@ def llamacpp_note(R):
         lines.append(f"QEMU CPU {'with V' if isa == 'rvv' else 'without V'}: ggml's registry loaded `{so}` "
                      f"(features {feats or '-'}; extra buffer types: {', '.join(p.get('ggml_extra_bufts', [])) or 'none'})"
                      + (f"; its ELF arch attribute is {arch_summary(arch)}" if arch else ""))
+    block = sorted({k[2] for k in keys} & set(BLOCK_FORMATS), key=BLOCK_FORMATS.index)
     return [
         "llama.cpp is Debian forky's libggml 0.27.0: one `ggml_mul_mat` (W [N, K] in the weight format, X F32 "
         "[M, K] as in its decode) on the CPU backend with one thread, the region around `ggml_backend_graph_compute` "
         "(graph launch, conversion of X to Q8_0 / F16 / BF16 inside the MUL_MAT, the dot products). "
+        + (f"Its {'/'.join(f.upper() for f in block)} weights are a random FP32 W quantized by ggml's own "
+           "quantizer (`ggml_quantize_chunk`, no importance matrix); X becomes Q8_1 for Q4_1 and Q8_K for the "
+           "K-quants (their vec_dot types) and the dot products are `ggml_vec_dot_q*_q8_*`. " if block else "")
         + " ".join(f"{x}." for x in lines)
         + " **Debian builds the RVV variant for plain rv64gcv without Zvfh, so upstream's repacked GEMV/GEMM "
         "kernels for RVV (the CPU_REPACK buffer type, compiled only with Zvfh) are not in it**: the weights stay "
@@ -436,6 +456,10 @@ def section_decode_quant(R):
               "that fell in the weight buffer. "
               "llama.cpp / this = llama.cpp's instructions per weight on the same family (Q4_0 for int4, "
               "Q8_0 for int8) over this row's.\n")
+    if any(r["format"] in BLOCK_FORMATS for r in R.rows):
+        md.append("The GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K) keep the file's bytes in both implementations "
+                  "(Q4_1 20 B per 32 weights; Q4_K 144 B, Q5_K 176 B, Q6_K 210 B per 256); their llama.cpp peer "
+                  "is the same type.\n")
     md += llamacpp_note(R)
     hdr = ["shape", "implementation", "W bytes / weight", "instructions", "instr / weight", "cycles / weight",
            "DRAM floor / weight", "read / W bytes", "of which W", "DRAM W / W bytes", "llama.cpp / this"]
@@ -516,7 +540,7 @@ def section_gemm_quant(R):
               "the call reads W once for all M rows, so cycles per weight are M times the second number.\n")
     for isa in isas or ["rvv"]:
         fmts = R.quant_formats(isa) if isas else []
-        lls = [f for f in ("q8_0", "q4_0") if any(r["impl"] == "llamacpp" and r["format"] == f and r["M"] > 1
+        lls = [f for f in ["q8_0", "q4_0"] + BLOCK_FORMATS if any(r["impl"] == "llamacpp" and r["format"] == f and r["M"] > 1
                                                  for r in R.rows)]
         if not fmts and not lls:
             continue
@@ -607,7 +631,8 @@ def section_mix(R):
            "varith", "reg-group ops / vector instr"]
     cands = [("rvv", "rvv", "bf16", None), ("rvv", "rvv_zvfbf", "bf16", None)]
     cands += [("rvv", isa, f, act) for isa, act in R.quant_variants() for f in ("int8", "int4-g64")]
-    cands += [("llamacpp", "rvv", f, None) for f in ("q8_0", "q4_0")]
+    cands += [("rvv", isa, f, act) for isa, act in R.quant_variants() for f in BLOCK_FORMATS]
+    cands += [("llamacpp", "rvv", f, None) for f in ["q8_0", "q4_0"] + BLOCK_FORMATS]
     trs = []
     for s in R.shapes:
         K, N = s
@@ -660,6 +685,14 @@ def targets_bf16(R):
     return trs
 
 
+
+def target_row(what, vals, ok, fmt="{:.3f}"):
+    """[what, measured range over the shapes, verdict (naming the shapes that miss)]."""
+    lo, hi = min(v for _, v in vals), max(v for _, v in vals)
+    measured = fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
+    bad = [SHAPE_NAMES.get(s, f"{s[0]}->{s[1]}").split()[0] for s, v in vals if not ok(v)]
+    return [what, measured, verdict(not bad) + (f" ({', '.join(bad)})" if bad and len(bad) < len(vals) else "")]
+
 def targets_quant(R):
     """Per (format, isa, act): the decode targets over every shape, the missing shapes named."""
     trs = []
@@ -673,12 +706,10 @@ def targets_quant(R):
             who = f"{fm} GEMV ({ISA_NAME[isa]}{', int8 x' if act == 'int8' else ''})"
 
             def one(name, vals, ok, fmt="{:.3f}"):
-                lo, hi = min(v for _, v in vals), max(v for _, v in vals)
-                measured = fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
-                bad = [SHAPE_NAMES[s].split()[0] for s, v in vals if not ok(v)]
-                trs.append([f"{who}: {name}", measured,
-                            verdict(not bad) + (f" ({', '.join(bad)})" if bad and len(bad) < len(vals) else "")])
+                trs.append(target_row(f"{who}: {name}", vals, ok, fmt))
 
+            if fam not in TARGET_CYC_PER_W:
+                continue
             lim = TARGET_CYC_PER_W[fam]
             one(f"est. cycles / weight <= {lim:.2f}", [(s, r["cyc_per_weight"]) for s, r in rows], lambda v: v <= lim)
             one(f"bytes read <= {TARGET_QUANT_READ_RATIO} x packed W", [(s, r["bytes_read_per_wbyte"]) for s, r in rows],
@@ -692,12 +723,84 @@ def targets_quant(R):
     return trs
 
 
+def targets_block(R):
+    """The GGUF block formats' decode targets (TARGET_BLOCK), on the TARGET_BLOCK_ISA path."""
+    trs = []
+    for fm, t in TARGET_BLOCK.items():
+        rows = [(s, R.get("rvv", TARGET_BLOCK_ISA, fm, "packed", 256, 1, *s)) for s in R.shapes]
+        rows = [(s, r) for s, r in rows if r]
+        if not rows:
+            continue
+        who = f"{fm.upper()} GEMV ({ISA_NAME[TARGET_BLOCK_ISA]})"
+
+        def one(name, vals, ok, fmt="{:.3f}"):
+            trs.append(target_row(f"{who}: {name}", vals, ok, fmt))
+
+        if "cyc" in t:
+            one(f"est. cycles / weight <= {t['cyc']:.2f}", [(s, r["cyc_per_weight"]) for s, r in rows],
+                lambda v: v <= t["cyc"])
+        if "insn" in t:
+            one(f"instructions / weight <= {t['insn']:.2f}", [(s, r["insns_per_weight"]) for s, r in rows],
+                lambda v: v <= t["insn"])
+        if "dram" in t:
+            one(f"DRAM bytes <= {t['dram']} x file bytes", [(s, r["dram_per_wbyte"]) for s, r in rows],
+                lambda v: v <= t["dram"])
+        if "vs_llama" in t:
+            ratios = [(s, R.llama(fm, 1, *s)["insns_per_weight"] / r["insns_per_weight"])
+                      for s, r in rows if R.llama(fm, 1, *s)]
+            if ratios:
+                one(f">= {t['vs_llama']:g}x fewer instructions / weight than llama.cpp {fm.upper()}", ratios,
+                    lambda v: v >= t["vs_llama"], "{:.1f}x")
+    return trs
+
+
+def section_block(R):
+    """The GGUF block formats against llama.cpp on the same type, M = 1 and M > 1."""
+    fmts = [f for f in BLOCK_FORMATS if any(r["format"] == f for r in R.rows)]
+    if not fmts:
+        return []
+    md = ["## GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K) and llama.cpp on the same type, VLEN 256\n"]
+    md.append("Per weight element (N x K) of one call: instructions, estimated cycles (the in-order model "
+              "above) and all modelled DRAM reads relative to the weight's bytes in the file's format (the "
+              "packed records keep them: Q4_1 20 B per 32 weights, Q4_K 144 B, Q5_K 176 B, Q6_K 210 B per 256); "
+              "DRAM W = the part of it that fell in the weight buffer. llama.cpp: the same type, same shape and "
+              "M (X quantized to Q8_1 / Q8_K inside); llama.cpp / this = the ratio of instructions per weight.\n")
+    hdr = ["shape", "M", "implementation", "instr / weight", "est. cycles / weight", "DRAM / file bytes",
+           "DRAM W / file bytes", "llama.cpp instr / weight", "llama.cpp / this"]
+    for fm in fmts:
+        trs = []
+        for s in R.shapes:
+            K, N = s
+            for M in R.Ms:
+                ll = R.llama(fm, M, K, N)
+                for isa in ("rvv_zvfh", "rvv"):
+                    r = R.get("rvv", isa, fm, "packed", 256, M, K, N)
+                    if not r:
+                        continue
+                    trs.append([SHAPE_NAMES[s], M, label("rvv", isa, fm, "packed", r["path_used"], r["act"]) + star(r),
+                                f"{r['insns_per_weight']:.3f}", f"{r['cyc_per_weight']:.3f}",
+                                f"{r['dram_per_wbyte']:.3f}", f"{r['dram_w_per_wbyte']:.3f}",
+                                f"{ll['insns_per_weight']:.3f}{star(ll)}" if ll else "-",
+                                f"{ll['insns_per_weight'] / r['insns_per_weight']:.1f}x" if ll else "-"])
+                if ll:
+                    trs.append([SHAPE_NAMES[s], M, label("llamacpp", "rvv", fm, "rowmajor", ll["path_used"]) + star(ll),
+                                f"{ll['insns_per_weight']:.3f}", f"{ll['cyc_per_weight']:.3f}",
+                                f"{ll['dram_per_wbyte']:.3f}", f"{ll['dram_w_per_wbyte']:.3f}", "", ""])
+        if trs:
+            md.append(f"### {fm.upper()}\n")
+            md.append(table(hdr, trs) + "\n")
+    return md
+
+
 def section_targets(R):
     md = ["## Targets\n"]
-    md.append(table(["target", "measured", "verdict"], targets_bf16(R) + targets_quant(R)) + "\n")
+    md.append(table(["target", "measured", "verdict"], targets_bf16(R) + targets_quant(R) + targets_block(R)) + "\n")
     md.append("A GEMV ratio >= 1.8 per VLEN doubling counts as \"~2x\". INT8/INT4 targets (issue 12) are at "
               "VLEN 256, M = 1, over the five shapes (range shown; a miss names the shapes). The llama.cpp "
               "comparison is against Debian's build, which has no Zvfh and hence no repacked kernels.\n")
+    if targets_block(R):
+        md.append("The GGUF block-format targets are at VLEN 256, M = 1, on the Zvfh path, against llama.cpp's "
+                  "RVV dot product on the same type; DRAM = all modelled DRAM reads over the file's bytes.\n")
     return md
 
 
@@ -745,6 +848,8 @@ def plot(res, R):
         series = [("rvv", isa, f, "bf16") for f in (R.quant_formats(isa) if isa else [])]
         series += [("rvv", "rvv", f, "int8") for f in R.quant_formats("rvv", "int8")]
         series += [("llamacpp", "rvv", f, None) for f in ("q8_0", "q4_0")]
+        series += [("llamacpp", "rvv", f, None) for f in BLOCK_FORMATS
+                   if any(r["impl"] == "llamacpp" and r["format"] == f for r in R.rows)]
         width = 0.8 / max(1, len(series))
         for i, (impl, si, f, act) in enumerate(series):
             lay = "rowmajor" if impl == "llamacpp" else "packed"
@@ -824,8 +929,8 @@ def main():
     R = build(res)
     write_csv(res, R)
     md = section_intro(R)
-    for section in (section_decode_bf16, section_decode_quant, section_per_token, section_gemm_quant, section_prefill_bf16,
-                    section_vlen_scaling, section_mix, section_targets):
+    for section in (section_decode_bf16, section_decode_quant, section_per_token, section_gemm_quant, section_block,
+                    section_prefill_bf16, section_vlen_scaling, section_mix, section_targets):
         md += section(R)
     with open(os.path.join(res, "results.md"), "w") as f:
         f.write("\n".join(md))

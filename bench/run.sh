@@ -3,7 +3,7 @@
 # results.csv, results.md, instructions.png). The one command:
 #
 #   bench/run.sh [--jobs N] [--quick] [--no-aten] [--no-llamacpp] [--resume] [--report-only] [--out DIR]
-#                [--impls LIST] [--formats LIST]
+#                [--impls LIST] [--formats LIST] [--ms LIST]
 #
 #   --jobs N       parallel emulations (default: number of cores)
 #   --quick        M = 1 and 16 only, VLEN 256 only, into build/bench-quick
@@ -16,6 +16,7 @@
 #   --impls LIST   only these implementations (comma-separated: rvv,scalar,aten,llamacpp)
 #   --formats LIST only these weight formats (e.g. int8,int4-g64,q4_0); with --resume,
 #                  to add or redo rows (delete their raw files first) in existing results
+#   --ms LIST      only these M (comma-separated, e.g. 1,4)
 #   --report-only  only re-run bench/report.py on the existing raw results
 #
 # Environment: RVV_BENCH_SHAPES="K:N ..." restricts the shapes (development; default: the
@@ -25,10 +26,12 @@
 # isa the instruction-set variant it ran (rvv, rvv_zvfh, rvv_zvfbf, scalar; llamacpp: the
 # QEMU CPU offered V, the variant ggml loaded is recorded per run); format the weight
 # format (bf16; int8 = one scale per output channel, int8-g128, int4-g32/64/128, int4-g64-zp
-# = with zero points; llama.cpp's q8_0, q4_0, f16, bf16); layout packed | rowmajor; act
-# what the multiply-adds take X as: bf16, or int8 when the kernel quantizes X dynamically
-# (linear_bench --x-int8, int4 decode; llama.cpp's Q8_0/Q4_0 always: to Q8_0), f16/bf16
-# for llama.cpp's F16/BF16. The int8/int4 rows are run only when bench/linear_bench
+# = with zero points; the GGUF block formats q4_1, q4_k, q5_k, q6_k, stored at the file's
+# bytes; llama.cpp's q8_0, q4_0, q4_1, q4_k, q5_k, q6_k, f16, bf16); layout packed |
+# rowmajor; act what the multiply-adds take X as: bf16, or int8 when the kernel quantizes X
+# dynamically (linear_bench --x-int8, int4 decode; llama.cpp's quantized types always: to
+# Q8_0, Q8_1 for Q4_1, Q8_K for the K-quants), f16/bf16 for llama.cpp's F16/BF16. The
+# K-quants need K a multiple of 256 (the Qwen2.5-1.5B shapes are; other K skip them). The int8/int4 rows are run only when bench/linear_bench
 # accepts --weights (probed), the int8-activation rows only when --x-int8 selects a kernel.
 #
 # Every program runs under QEMU user mode with the rvvcount plugin
@@ -44,7 +47,7 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 cd "$RVV_REPO"
 
-jobs=$(nproc) quick=0 aten=1 llamacpp=1 resume=0 report_only=0 out="" only_impls="" only_formats=""
+jobs=$(nproc) quick=0 aten=1 llamacpp=1 resume=0 report_only=0 out="" only_impls="" only_formats="" only_ms=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) jobs=$2; shift 2 ;;
@@ -57,10 +60,12 @@ while [ $# -gt 0 ]; do
     --impls=*) only_impls=${1#--impls=}; shift ;;
     --formats) only_formats=$2; shift 2 ;;
     --formats=*) only_formats=${1#--formats=}; shift ;;
+    --ms) only_ms=$2; shift 2 ;;
+    --ms=*) only_ms=${1#--ms=}; shift ;;
     --report-only) report_only=1; shift ;;
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) rvv_die "unknown option $1 (see bench/run.sh --help)" ;;
   esac
 done
@@ -128,6 +133,7 @@ format_args() {
     int8-g*) echo "--weights int8 --group ${1#int8-g}" ;;
     int4-g*-zp) local g=${1#int4-g}; echo "--weights int4 --group ${g%-zp} --zero-points" ;;
     int4-g*) echo "--weights int4 --group ${1#int4-g}" ;;
+    q4_1|q4_k|q5_k|q6_k) echo "--weights $1" ;;  # GGUF block formats: the block fixes the group
     *) rvv_die "unknown weight format $1" ;;
   esac
 }
@@ -152,6 +158,7 @@ QMS=(1 2 4 8 16)                 # int8/int4 rows and llama.cpp's Q8_0/Q4_0
 SCALE_MS=(1 4 16)
 VLENS_SCALE=(128 512)
 QFORMATS=(int8 int8-g128 int4-g32 int4-g64 int4-g128 int4-g64-zp)
+BFORMATS=(q4_1 q4_k q5_k q6_k)   # GGUF block formats (vector paths only; llama.cpp's peers too)
 QISAS=(rvv rvv_zvfh)             # the K1 has V and Zvfh
 QSCALAR_FORMATS=(int8 int4-g64)  # scalar reference rows of the quantized formats (M = 1)
 if [ $quick = 1 ]; then MS=(1 16); QMS=(1 16); SCALE_MS=(); VLENS_SCALE=(); fi
@@ -160,9 +167,17 @@ CAP_RVV=600000000 CAP_ZVFBF=300000000 CAP_SCALAR=100000000 CAP_ATEN=50000000
 CAP_QUANT=100000000 CAP_GGML_Q=150000000 CAP_GGML_F=50000000
 
 export RVV_CROSS_SYSROOT=/usr/riscv64-linux-gnu
-qplan=()  # "format isa" pairs the linear_bench binary supports
+wanted_format() { [ -z "$only_formats" ] || [[ ",$only_formats," == *",$1,"* ]]; }
+# K rows per block of a format (the K-quants' super-block is 256; others 32 or less).
+format_k_ok() {  # format K
+  case $1 in q4_k|q5_k|q6_k) [ $(($2 % 256)) = 0 ] ;; q4_1) [ $(($2 % 32)) = 0 ] ;; *) true ;; esac
+}
+qplan=()  # "format isa" pairs the linear_bench binary supports (formats --formats excludes are not probed)
 for isa in "${QISAS[@]}" scalar; do
-  for f in "${QFORMATS[@]}"; do
+  fl=("${QFORMATS[@]}")
+  [ "$isa" = scalar ] || fl+=("${BFORMATS[@]}")
+  for f in "${fl[@]}"; do
+    wanted_format "$f" || continue
     if lb_supports "$f" "$isa"; then qplan+=("$f $isa"); fi
   done
 done
@@ -191,10 +206,12 @@ plan() {
     case $impl/$fmt in llamacpp/q*) act=int8 ;; llamacpp/f16) act=f16 ;; *) act=bf16 ;; esac
   fi
   [ -z "$only_impls" ] || [[ ",$only_impls," == *",$impl,"* ]] || return 0
-  [ -z "$only_formats" ] || [[ ",$only_formats," == *",$fmt,"* ]] || return 0
+  wanted_format "$fmt" || return 0
+  [ -z "$only_ms" ] || [[ ",$only_ms," == *",$M,"* ]] || return 0
+  format_k_ok "$fmt" "$K" || return 0
   case $impl/$isa/$fmt in
     rvv/rvv_zvfbf/*) cap=$CAP_ZVFBF gran=256 ;;
-    rvv/*/int*) cap=$CAP_QUANT gran=256 ;;
+    rvv/*/int*|rvv/*/q*) cap=$CAP_QUANT gran=256 ;;
     rvv/*) cap=$CAP_RVV gran=256 ;;
     scalar/*) cap=$CAP_SCALAR gran=128 ;;
     aten/*) cap=$CAP_ATEN gran=128 ;;
@@ -240,11 +257,12 @@ for s in "${SHAPES[@]}"; do
       [ $x8 = 1 ] && [ "$2" = rvv ] && [[ $1 == int4-* ]] && plan rvv rvv "$1" packed 256 1 "$K" "$N" int8
     fi
   done
-  # llama.cpp: Q8_0/Q4_0 weights with F32 activations (quantized to Q8_0 inside), as in
-  # its decode; F16/BF16 (no vector kernel in Debian's build) at M = 1; Q4_0 on the
+  # llama.cpp: Q8_0/Q4_0 (and the GGUF block formats' peers Q4_1, Q4_K, Q5_K, Q6_K) weights
+  # with F32 activations (quantized inside to Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants),
+  # as in its decode; F16/BF16 (no vector kernel in Debian's build) at M = 1; Q4_0 on the
   # scalar variant (QEMU without V) at M = 1.
   if [ $llamacpp = 1 ]; then
-    for f in q4_0 q8_0; do
+    for f in q4_0 q8_0 "${BFORMATS[@]}"; do
       for M in "${QMS[@]}"; do plan llamacpp rvv "$f" rowmajor 256 "$M" "$K" "$N"; done
     done
     for f in f16 bf16; do plan llamacpp rvv "$f" rowmajor 256 1 "$K" "$N"; done

@@ -25,7 +25,12 @@ typedef struct rvv_cpu_features {
   int has_zvfbfmin;  // vector BF16 <-> FP32 conversions
   int has_zvfbfwma;  // vector BF16 widening multiply-add
   int sources;       // RVV_SRC_* bits that contributed
+  int version;       // RVV_CPU_FEATURES_VERSION in every struct this library fills
 } rvv_cpu_features;
+
+// The layout and meaning of rvv_cpu_features; a reader (Python's mirror) checks it. The
+// vector extensions beyond V are the fields of cpu_extensions.inl.
+#define RVV_CPU_FEATURES_VERSION 2
 
 // What the hardware and kernel offer, ignoring any override. Cached after the first call;
 // thread-safe. Returns 0.

@@ -144,6 +144,7 @@ bool probe_in_child(Probe what, int* vlenb_out) {
 
 rvv_cpu_features detect_uncached() {
   rvv_cpu_features f{};
+  f.version = RVV_CPU_FEATURES_VERSION;
 #if RVV_DETECT_RISCV
   f.is_riscv64 = 1;
   unsigned long long ext = 0;
@@ -210,6 +211,7 @@ void set_err(char* err, size_t len, const std::string& msg) {
 
 rvv_cpu_features scalar_of(const rvv_cpu_features& d) {
   rvv_cpu_features s{};
+  s.version = RVV_CPU_FEATURES_VERSION;
   s.is_riscv64 = d.is_riscv64;
   s.sources = d.sources | RVV_SRC_OVERRIDE;
   return s;
@@ -249,9 +251,10 @@ extern "C" int rvv_resolve_cpu(const char* spec, rvv_cpu_features* out, char* er
       int detected;
       int* field;
     } table[] = {{"v", d.has_v, &want.has_v},
-                 {"zvfh", d.has_zvfh, &want.has_zvfh},
-                 {"zvfbfmin", d.has_zvfbfmin, &want.has_zvfbfmin},
-                 {"zvfbfwma", d.has_zvfbfwma, &want.has_zvfbfwma}};
+#define RVV_CPU_EXT(field, name) {name, d.field, &want.field},
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
+    };
     bool known = false;
     for (auto& e : table) {
       if (tok != e.name) continue;
@@ -265,23 +268,31 @@ extern "C" int rvv_resolve_cpu(const char* spec, rvv_cpu_features* out, char* er
   }
   if (!unknown.empty()) {
     *out = scalar_of(d);
-    set_err(err, err_len,
-            "RVV_INDUCTOR_CPU: unknown feature(s) '" + unknown +
-                "'; use a comma-separated list of auto, scalar, v, zvfh, zvfbfmin, zvfbfwma");
+    std::string known = "auto, scalar, v";
+#define RVV_CPU_EXT(field, name) known += ", " name;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
+    set_err(err, err_len, "RVV_INDUCTOR_CPU: unknown feature(s) '" + unknown + "'; use a comma-separated list of " + known);
     return -1;
   }
   if (!missing.empty()) {
     *out = scalar_of(d);
+    std::string detected = d.has_v ? "v" : "no v";
+#define RVV_CPU_EXT(field, name) \
+  if (d.field) detected += ", " name;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
     set_err(err, err_len,
-            "RVV_INDUCTOR_CPU claims '" + missing +
-                "', but this CPU does not have it (detected: " + (d.has_v ? "v" : "no v") +
-                (d.has_zvfh ? ", zvfh" : "") + (d.has_zvfbfmin ? ", zvfbfmin" : "") +
-                (d.has_zvfbfwma ? ", zvfbfwma" : "") +
+            "RVV_INDUCTOR_CPU claims '" + missing + "', but this CPU does not have it (detected: " + detected +
                 "). Running vector code on it would die with SIGILL; remove the override or narrow it.");
     return -1;
   }
   // Extensions on top of V are meaningless without V.
-  if (!want.has_v) want.has_zvfh = want.has_zvfbfmin = want.has_zvfbfwma = 0;
+  if (!want.has_v) {
+#define RVV_CPU_EXT(field, name) want.field = 0;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
+  }
   want.vlenb = want.has_v ? d.vlenb : 0;
   *out = want;
   return 0;
@@ -293,9 +304,10 @@ extern "C" int rvv_effective_cpu(rvv_cpu_features* out, char* err, size_t err_le
 
 extern "C" int rvv_march_string(const rvv_cpu_features* f, char* buf, size_t buf_len) {
   std::string m = f->has_v ? "rv64gcv" : "rv64gc";
-  if (f->has_v && f->has_zvfh) m += "_zvfh";
-  if (f->has_v && f->has_zvfbfmin) m += "_zvfbfmin";
-  if (f->has_v && f->has_zvfbfwma) m += "_zvfbfwma";
+#define RVV_CPU_EXT(field, name) \
+  if (f->has_v && f->field) m += "_" name;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
   if (m.size() + 1 > buf_len) return -1;
   std::memcpy(buf, m.c_str(), m.size() + 1);
   return static_cast<int>(m.size());

@@ -27,12 +27,27 @@ struct IsaVariant {
 };
 
 #if defined(RVV_INDUCTOR_WITH_RVV_KERNELS)
-#define RVV_ISA(isa, march, p, req)                                              \
-  {#isa, KernelPath::p, [](const rvv_cpu_features& c) {                          \
-     const int has_v = c.has_v, has_zvfh = c.has_zvfh, has_zvfbfmin = c.has_zvfbfmin, \
-               has_zvfbfwma = c.has_zvfbfwma;                                    \
-     (void)has_zvfh, (void)has_zvfbfmin, (void)has_zvfbfwma;                     \
-     return bool req;                                                            \
+// A variant's requirements (kernel_isas.inl) name the feature fields: Feat binds has_v
+// and every extension of cpu_extensions.inl as members, so `req` reads them unqualified
+// inside a member function.
+struct Feat {
+  int has_v;
+#define RVV_CPU_EXT(field, name) int field;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
+  explicit Feat(const rvv_cpu_features& c) : has_v(c.has_v) {
+#define RVV_CPU_EXT(field, name) field = c.field;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
+  }
+};
+#define RVV_ISA(isa, march, p, req)                                                        \
+  {#isa, KernelPath::p, [](const rvv_cpu_features& c) {                                    \
+     struct Req : Feat {                                                                   \
+       using Feat::Feat;                                                                   \
+       bool operator()() const { return bool req; }                                        \
+     };                                                                                    \
+     return Req(c)();                                                                      \
    }, &detail::kernels_##isa},
 constexpr IsaVariant kVariants[] = {
 #include "rvv_inductor/kernel_isas.inl"
@@ -50,9 +65,9 @@ rvv_cpu_features usable(const rvv_cpu_features& cpu) {
   rvv_detect_cpu(&hw);
   rvv_cpu_features u = hw;
   u.has_v = cpu.has_v && hw.has_v;
-  u.has_zvfh = u.has_v && cpu.has_zvfh && hw.has_zvfh;
-  u.has_zvfbfmin = u.has_v && cpu.has_zvfbfmin && hw.has_zvfbfmin;
-  u.has_zvfbfwma = u.has_v && cpu.has_zvfbfwma && hw.has_zvfbfwma;
+#define RVV_CPU_EXT(field, name) u.field = u.has_v && cpu.field && hw.field;
+#include "rvv_inductor/cpu_extensions.inl"
+#undef RVV_CPU_EXT
   return u;
 }
 
@@ -374,6 +389,7 @@ size_t list_kernels(const rvv_cpu_features& cpu, KernelInfo* out, size_t cap) {
 
 rvv_cpu_features features_for_path(KernelPath path, int vlenb) {
   rvv_cpu_features f{};
+  f.version = RVV_CPU_FEATURES_VERSION;
   f.is_riscv64 = 1;
   if (path == KernelPath::kScalar) return f;
   f.has_v = 1;
@@ -382,7 +398,11 @@ rvv_cpu_features features_for_path(KernelPath path, int vlenb) {
   for (size_t i = 0; i < kNumVariants; ++i) {
     if (kVariants[i].path != path) continue;
     rvv_cpu_features t = f;
-    for (int* ext : {&t.has_zvfh, &t.has_zvfbfmin, &t.has_zvfbfwma}) {
+#define RVV_CPU_EXT(field, name) &t.field,
+    for (int* ext : {
+#include "rvv_inductor/cpu_extensions.inl"
+         }) {
+#undef RVV_CPU_EXT
       *ext = 0;
       if (!kVariants[i].supported(t)) *ext = 1;
     }

@@ -66,8 +66,12 @@ const rvv_packed_layout& cached_layout(int64_t fmt, int64_t group, int64_t scale
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   rvv_packed_layout lay{};
+  // A GGUF block format's record fixes its group, scales and zero points (weight_formats.inl).
+  rvv_weight_format info{};
+  const bool block = rvv_weight_format_info(int(fmt), &info) == 0 && info.record_bytes > 0;
   int rc = fmt == RVV_DTYPE_BF16 ? rvv_make_layout(n, k, nb, &lay)
-                                 : rvv_quant_layout(int(fmt), int(group), int(scale_dtype), int(zero_points), n, k, nb, &lay);
+           : block              ? rvv_block_layout(int(fmt), n, k, nb, &lay)
+                                : rvv_quant_layout(int(fmt), int(group), int(scale_dtype), int(zero_points), n, k, nb, &lay);
   STD_TORCH_CHECK(rc == 0, "rvv_inductor: layout: ", last_error());
   return cache.emplace(key, lay).first->second;  // unordered_map never moves its elements
 }
@@ -151,7 +155,9 @@ Tensor linear_packed(Tensor x, Tensor wp, std::optional<Tensor> bias, int64_t n)
 Tensor linear_packed_q(Tensor x, Tensor wq, std::optional<Tensor> bias, int64_t n, int64_t fmt, int64_t group_size,
                        int64_t scale_dtype, int64_t zero_points, int64_t nb, int64_t options) {
   const char* op = "rvv_inductor::linear_packed_q";
-  STD_TORCH_CHECK(fmt == RVV_DTYPE_INT8 || fmt == RVV_DTYPE_INT4, op, ": format ", fmt, " is not INT8 or INT4");
+  rvv_weight_format info{};
+  STD_TORCH_CHECK(fmt != RVV_DTYPE_BF16 && rvv_weight_format_info(int(fmt), &info) == 0, op, ": format ", fmt,
+                  " is not a quantized weight format (weight_formats.inl)");
   STD_TORCH_CHECK(x.dim() >= 1, op, ": x must have a last dimension K");
   const rvv_packed_layout& lay =
       cached_layout(fmt, group_size, scale_dtype, zero_points, n, x.size(x.dim() - 1), nb);

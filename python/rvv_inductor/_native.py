@@ -24,7 +24,12 @@ _REPO = _PKG.parent.parent
 # abi_types.h
 RVV_DTYPE_BF16, RVV_DTYPE_F32, RVV_DTYPE_F16, RVV_DTYPE_INT8, RVV_DTYPE_INT4 = 1, 2, 3, 4, 5
 RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2
-RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES, RVV_ABI_VARLEN_ATTENTION = 1, 2, 3
+RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES, RVV_ABI_VARLEN_ATTENTION, RVV_ABI_WEIGHT_FORMAT = 1, 2, 3, 4
+RVV_WEIGHT_FORMAT_VERSION = 1
+RVV_CPU_FEATURES_VERSION = 2
+# Weight format codes are probed from 1 to this bound (rvv_weight_format_info): the
+# library's weight_formats.inl is the list, this package spells none of it.
+_MAX_FORMAT_CODE = 64
 
 
 class NativeLibraryError(RuntimeError):
@@ -46,6 +51,7 @@ class CpuFeatures(ctypes.Structure):
         ("has_zvfbfmin", ctypes.c_int),
         ("has_zvfbfwma", ctypes.c_int),
         ("sources", ctypes.c_int),
+        ("version", ctypes.c_int),
     ]
 
 
@@ -72,9 +78,19 @@ class VarlenAttention(ctypes.Structure):
                 ("scale", ctypes.c_float), ("reserved", ctypes.c_int32)]
 
 
+class WeightFormat(ctypes.Structure):
+    """rvv_weight_format (abi_types.h): one line of weight_formats.inl."""
+
+    _fields_ = [("version", ctypes.c_uint32), ("code", ctypes.c_int32), ("name", ctypes.c_char * 16),
+                ("gguf_type", ctypes.c_char * 16), ("bits", ctypes.c_int32), ("block_rows", ctypes.c_int32),
+                ("super_rows", ctypes.c_int32), ("scales", ctypes.c_int32), ("offset", ctypes.c_int32),
+                ("implicit_zero", ctypes.c_int32), ("record_bytes", ctypes.c_int32),
+                ("file_block_bytes", ctypes.c_int32), ("configurable", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
 # rvv_abi_sizeof code -> the mirror whose size must match.
 MIRRORS = {RVV_ABI_PACKED_LAYOUT: PackedLayout, RVV_ABI_CPU_FEATURES: CpuFeatures,
-           RVV_ABI_VARLEN_ATTENTION: VarlenAttention}
+           RVV_ABI_VARLEN_ATTENTION: VarlenAttention, RVV_ABI_WEIGHT_FORMAT: WeightFormat}
 
 
 def _candidates() -> list[Path]:
@@ -159,6 +175,9 @@ def _declare(h: ctypes.CDLL, path: Path) -> None:
         "rvv_pack_quantized": (ctypes.c_int, [_P, _I64, _P, _P, layout, _P, _I64]),
         "rvv_unpack_quantized": (ctypes.c_int, [_P, layout, _P, _P, _P]),
         "rvv_dequantize": (ctypes.c_int, [_P, layout, _P, _I64, _I64]),
+        "rvv_weight_format_info": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(WeightFormat)]),
+        "rvv_block_layout": (ctypes.c_int, [ctypes.c_int, _I64, _I64, _I64, layout]),
+        "rvv_pack_gguf_blocks": (ctypes.c_int, [_P, _I64, layout, _P, _I64]),
         "rvv_attention_varlen_bf16": (ctypes.c_int, [ctypes.POINTER(VarlenAttention), ctypes.c_int]),
         "rvv_linear_packed_opts": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, layout, _I64, _P, ctypes.c_int,
                                                   _P, _I64, ctypes.c_int, _I64, _I64, ctypes.c_int]),
@@ -202,6 +221,30 @@ def quant_layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool,
     check(lib().rvv_quant_layout(fmt, group_size, scale_dtype, int(zero_points), n, k, nb, ctypes.byref(lay)),
           "quant layout")
     return lay
+
+
+def block_layout(fmt: int, n: int, k: int, nb: int) -> PackedLayout:
+    """The descriptor of W[n, k] in a GGUF block format (Q4_1, Q4_K, Q5_K, Q6_K: the
+    format's super-block fixes the rest); NativeCallError when k is not whole super-blocks."""
+    lay = PackedLayout()
+    check(lib().rvv_block_layout(fmt, n, k, nb, ctypes.byref(lay)), "block layout")
+    return lay
+
+
+def weight_formats() -> dict[str, dict]:
+    """Every weight format of the library (weight_formats.inl) by name: its code and traits."""
+    out = {}
+    for code in range(1, _MAX_FORMAT_CODE):
+        f = WeightFormat()
+        if lib().rvv_weight_format_info(code, ctypes.byref(f)) != 0:
+            continue
+        if f.version != RVV_WEIGHT_FORMAT_VERSION:
+            raise NativeLibraryError(f"weight format {code}: traits version {f.version}, this package reads "
+                                     f"{RVV_WEIGHT_FORMAT_VERSION}; rebuild the library or reinstall the package")
+        d = {name: getattr(f, name) for name, _ in WeightFormat._fields_ if name not in ("version", "reserved")}
+        d["name"], d["gguf_type"] = f.name.decode(), f.gguf_type.decode()
+        out[d["name"]] = d
+    return out
 
 
 def march_string(features: CpuFeatures) -> str:

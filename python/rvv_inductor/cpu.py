@@ -38,7 +38,8 @@ class CpuInfo:
 
     def _struct(self) -> _native.CpuFeatures:
         return _native.CpuFeatures(int(self.is_riscv64), int(self.has_v), self.vlen // 8, int(self.has_zvfh),
-                                   int(self.has_zvfbfmin), int(self.has_zvfbfwma), self.sources)
+                                   int(self.has_zvfbfmin), int(self.has_zvfbfwma), self.sources,
+                                   _native.RVV_CPU_FEATURES_VERSION)
 
     @property
     def hw_bf16(self) -> bool:
@@ -49,6 +50,10 @@ _SCALAR = CpuInfo(platform.machine() == "riscv64", False, 0, False, False, False
 
 
 def _from_struct(s: _native.CpuFeatures) -> CpuInfo:
+    if s.version != _native.RVV_CPU_FEATURES_VERSION:
+        raise _native.NativeLibraryError(
+            f"rvv_cpu_features version {s.version}, this package reads {_native.RVV_CPU_FEATURES_VERSION}: the "
+            "library and this package come from different versions; rebuild the library or reinstall the package")
     return CpuInfo(bool(s.is_riscv64), bool(s.has_v), s.vlenb * 8, bool(s.has_zvfh),
                    bool(s.has_zvfbfmin), bool(s.has_zvfbfwma), s.sources)
 

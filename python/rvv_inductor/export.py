@@ -42,6 +42,8 @@ import os
 import sys
 import time
 
+from .policy import WEIGHT_FORMATS
+
 FORMAT = "rvv-inductor-aoti/1"
 MODEL_NAME = "decode"
 PREFILL_NAME = "prefill"  # bound to the decode model's constants by rvv-generate
@@ -562,7 +564,7 @@ def main(argv: list[str]) -> int:
                                 description="Export a decoder's decode and prefill steps (static KV cache, batch 1) "
                                             "to an AOTInductor package with RVV kernels, for rvv-generate.")
     p.add_argument("source", help="a save_pretrained model directory or a .gguf file")
-    p.add_argument("--weights", choices=("bf16", "int8", "int4"), default="bf16")
+    p.add_argument("--weights", choices=WEIGHT_FORMATS, default="bf16")
     p.add_argument("--group-size", type=int, default=None, help="K rows per scale (INT8: 0 = per channel; INT4: 32/64/128)")
     p.add_argument("-o", "--output", required=True, help="the package to write (*.pt2)")
     p.add_argument("--max-cache-len", type=int, default=256, help="KV cache positions (prompt + new tokens)")

@@ -1,4 +1,4 @@
-"""``load_gguf(path)``: a transformers Qwen2/Llama model from a GGUF file, its Q8_0/Q4_0
+"""``load_gguf(path)``: a transformers Qwen2/Llama model from a GGUF file, its quantized
 Linear weights kept as the file's own blocks, packed bit for bit (no BF16 round trip).
 
 The file is read with ``gguf`` (Debian's python3-gguf). Per tensor type:
@@ -6,6 +6,9 @@ The file is read with ``gguf`` (Debian's python3-gguf). Per tensor type:
 * Q8_0 (blocks of 32: FP16 d, 32 int8): an ``RVVQuantLinear`` INT8, group 32, FP16 scales;
 * Q4_0 (blocks of 32: FP16 d, 16 bytes; byte j holds element j in its low nibble and
   element j + 16 in its high one; w = (q - 8)·d): INT4 symmetric, group 32, FP16 scales;
+* Q4_1, Q4_K, Q5_K, Q6_K (GGUF block formats; a Q4_K_M or Q5_K_M file mixes them): an
+  ``RVVQuantLinear`` of that format holding the file's blocks, rearranged for the kernels
+  value for value at the file's bytes per weight (csrc/rvv_inductor/block_quant.h);
 * BF16, F16, F32: loaded into the model in BF16 (F16 and F32 are rounded to BF16); Linear
   layers in these types stay ``nn.Linear`` (``compile_linears(model)`` packs them);
   embedding and norms likewise, whatever their type (quantized ones dequantized).
@@ -22,19 +25,17 @@ import os
 import numpy as np
 import torch
 
-from . import cpu, quantized
+from . import cpu, gguf_checks, quantized
 from ._native import RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8
+from .gguf_checks import ARCHITECTURES, SUPPORTED_TYPES, GGUFError  # noqa: F401  (defined there: gguf_checks imports nothing of ours)
 from .policy import DEFAULT_ACTIVATIONS, check_activations
 
-ARCHITECTURES = ("qwen2", "llama")
+# The GGUF block formats packed from the file's blocks as they are (weight_formats.inl).
+_BLOCK_TYPES = {"Q4_1": "q4_1", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}
 _LINEAR = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
            "ffn_down": "mlp.down_proj"}
 _OTHER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
-
-
-class GGUFError(ValueError):
-    pass
 
 
 def _gguf():
@@ -147,6 +148,24 @@ def _set_tensor(model, hf: str, value: torch.Tensor, path: str, gname: str) -> N
     mod._parameters[pname] = torch.nn.Parameter(value, requires_grad=False)
 
 
+def _linear_for(model, hf: str, t, path: str):
+    """The (meta) nn.Linear that GGUF weight ``t`` (transformers name ``hf``) replaces, after
+    checking the tensor's shape and that the layer's bias, if it has one, is loaded."""
+    mod_name = hf[:-len(".weight")]
+    lin = model.get_submodule(mod_name)
+    n, k = int(t.shape[1]), int(t.shape[0])
+    if (n, k) != (lin.out_features, lin.in_features):
+        raise GGUFError(f"{path}: {t.name} is [{n}, {k}], the model expects [{lin.out_features}, {lin.in_features}]")
+    if lin.bias is not None and lin.bias.is_meta:
+        raise GGUFError(f"{path}: {_gguf_name(mod_name + '.bias')} is missing from the file")
+    return lin
+
+
+def _replace_module(model, name: str, layer) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, layer)
+
+
 def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS):
     """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode.
 
@@ -166,27 +185,14 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
     from .regional import RVVQuantLinear
 
     path = os.fspath(path)
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except FileNotFoundError:
-        raise
-    except Exception as e:  # noqa: BLE001  (numpy/struct errors of a short or corrupt file)
-        raise GGUFError(f"{path}: not a readable GGUF file (truncated or corrupt?): {type(e).__name__}: {e}") from None
-    size = os.path.getsize(path)
-    for t in reader.tensors:
-        if t.data_offset + t.n_bytes > size or t.data.nbytes != t.n_bytes:
-            raise GGUFError(f"{path}: tensor {t.name} ends past the end of the file (truncated?)")
+    reader = gguf_checks.open_checked(path)  # layout, tensor types and metadata, before anything is built
 
     arch = _field(reader, "general.architecture")
     if arch not in ARCHITECTURES:
         raise GGUFError(f"{path}: architecture {arch!r} is not supported (only {', '.join(ARCHITECTURES)})")
     q = gguf.GGMLQuantizationType
-    supported = {q.F32, q.F16, q.BF16, q.Q8_0, q.Q4_0}
     tensors = {}
     for t in reader.tensors:
-        if t.tensor_type not in supported:
-            raise GGUFError(f"{path}: tensor {t.name} has type {t.tensor_type.name}; supported: "
-                            + ", ".join(s.name for s in supported))
         hf = _hf_name(t.name)
         if hf is None:
             raise GGUFError(f"{path}: tensor {t.name} has no place in a {arch} model")
@@ -225,15 +231,26 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
                 n_kv if hf.endswith(("k_proj.weight", "k_proj.bias")) else 0
             permute = arch == "llama" and heads
             raw = _read(f, t, path)
-            if t.tensor_type in (q.Q8_0, q.Q4_0) and hf.endswith(".weight") and hf.rsplit(".", 2)[-2] in linear_names:
-                mod_name = hf[:-len(".weight")]
-                lin = model.get_submodule(mod_name)
-                n, k = int(t.shape[1]), int(t.shape[0])
-                if (n, k) != (lin.out_features, lin.in_features):
-                    raise GGUFError(f"{path}: {t.name} is [{n}, {k}], the model expects "
-                                    f"[{lin.out_features}, {lin.in_features}]")
-                if lin.bias is not None and lin.bias.is_meta:
-                    raise GGUFError(f"{path}: {_gguf_name(mod_name + '.bias')} is missing from the file")
+            is_linear_weight = hf.endswith(".weight") and hf.rsplit(".", 2)[-2] in linear_names
+            if t.tensor_type.name in _BLOCK_TYPES and is_linear_weight:
+                # Q4_1 / Q4_K / Q5_K / Q6_K: the file's blocks packed as they are, one row of
+                # blocks per output channel (Llama's q/k rows permuted back as whole rows).
+                lin = _linear_for(model, hf, t, path)
+                n, k = lin.out_features, lin.in_features
+                fmt = _BLOCK_TYPES[t.tensor_type.name]
+                blocks = raw.reshape(n, -1)
+                if permute:
+                    blocks = _unpermute(blocks, heads)
+                layer = RVVQuantLinear(k, n, lin.bias, nb, fmt, quantized.format_info(fmt)["super_rows"], "f16",
+                                       activations)
+                layer.packed_weight = quantized.pack_gguf_blocks(torch.from_numpy(np.ascontiguousarray(blocks)),
+                                                                 layer._layout)
+                del raw, blocks
+                _replace_module(model, hf[:-len(".weight")], layer)
+                continue
+            if t.tensor_type in (q.Q8_0, q.Q4_0) and is_linear_weight:
+                lin = _linear_for(model, hf, t, path)
+                n, k = lin.out_features, lin.in_features
                 values, scales = _blocks(type("T", (), {"data": raw, "tensor_type": t.tensor_type}), n, k)
                 del raw
                 if permute:
@@ -246,8 +263,7 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
                     torch.from_numpy(np.ascontiguousarray(values)),
                     torch.from_numpy(np.ascontiguousarray(scales)).view(torch.float16), None, lay)
                 del values, scales
-                parent, _, child = mod_name.rpartition(".")
-                setattr(model.get_submodule(parent) if parent else model, child, layer)
+                _replace_module(model, hf[:-len(".weight")], layer)
                 continue
             w = _bf16(raw, t)
             if permute:

@@ -26,6 +26,7 @@ from typing import Callable
 from . import cpu
 from ._patching import PatchSet
 from .policy import Gate
+from .weight_spec import KEEP_BY_TENSOR, WeightSpec
 
 log = logging.getLogger("rvv_inductor")
 _patches = PatchSet()
@@ -81,8 +82,8 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
 
         spec = None
         if weights is not None or group_size is not None or keep_bf16 is not None or activations is not None:
-            spec = quant_lowering.QuantSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16,
-                                                  activations)
+            spec = WeightSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16, activations,
+                                    caller="enable", keep_by=KEEP_BY_TENSOR)
         if gate is not None:
             routing.set_gate(gate)
         if spec is not None:
@@ -93,7 +94,7 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
             return dict(_status)
         info = cpu.effective()  # may raise CpuOverrideError: fail before patching anything
         routing.set_gate(gate or Gate.from_env())
-        quant_lowering.set_spec(spec or quant_lowering.QuantSpec())
+        quant_lowering.set_spec(spec or WeightSpec())
         _register_torch_logs()
         try:
             _status.clear()
@@ -189,7 +190,7 @@ def disable() -> None:
         _status.clear()
         from .inductor import quant_lowering
 
-        quant_lowering.set_spec(quant_lowering.QuantSpec())
+        quant_lowering.set_spec(WeightSpec())
         for callback in _on_disable:
             callback()
 

@@ -160,7 +160,8 @@ def resolve_activations(fmt: str, activations: str) -> str:
     """What a layer of weight format ``fmt`` does at M >= 2: "int8" or "bf16"."""
     if activations == "auto":
         return "int8" if fmt == "int4" else "bf16"
-    return activations
+    # The INT8-activation GEMM covers INT8/INT4 only: other formats keep the FP path.
+    return activations if fmt in ("int8", "int4") else "bf16"
 
 
 def x8_applies(fmt: str, group_size: int) -> bool:

@@ -17,8 +17,32 @@ from . import _native
 from . import packed as packed_mod  # linear_operands; the module name `packed` is a parameter here
 from ._native import RVV_DTYPE_BF16, RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8, PackedLayout
 
+# The formats a BF16 weight can be quantized to (the reference quantizer). The GGUF block
+# formats (q4_1, q4_k, q5_k, q6_k) come only from files, packed from their blocks.
 FORMAT_CODES = {"int8": RVV_DTYPE_INT8, "int4": RVV_DTYPE_INT4}
 FORMAT_NAMES = {v: k for k, v in FORMAT_CODES.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def weight_formats() -> dict[str, dict]:
+    """The library's weight formats by name (csrc/rvv_inductor/weight_formats.inl)."""
+    return _native.weight_formats()
+
+
+def block_formats() -> dict[str, dict]:
+    """The GGUF block formats by name (fixed records: record_bytes > 0)."""
+    return {k: v for k, v in weight_formats().items() if v["record_bytes"] > 0}
+
+
+def format_info(fmt: str) -> dict:
+    try:
+        return weight_formats()[fmt]
+    except KeyError:
+        raise QuantError(f"unknown weight format {fmt!r}; the library has {', '.join(weight_formats())}") from None
+
+
+def is_block_format(fmt: str) -> bool:
+    return fmt in block_formats()
 SCALE_DTYPES = {"f16": RVV_DTYPE_F16, "bf16": RVV_DTYPE_BF16}
 _SCALE_TORCH = {RVV_DTYPE_F16: torch.float16, RVV_DTYPE_BF16: torch.bfloat16}
 
@@ -34,6 +58,34 @@ def layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool, n: in
         return _native.quant_layout(fmt, group_size, scale_dtype, zero_points, n, k, nb)
     except _native.NativeCallError as e:
         raise QuantError(str(e)) from None
+
+
+@functools.lru_cache(maxsize=None)
+def layout_for(fmt: str, group_size: int, scale_dtype: str, zero_points: bool, n: int, k: int,
+               nb: int) -> PackedLayout:
+    """The descriptor of W[n, k] in format ``fmt`` by name: INT8/INT4 with the given group
+    size, scale dtype and zero points, or a block format, whose record fixes them (the
+    other arguments are then ignored). Cached: callers must not modify it."""
+    if is_block_format(fmt):
+        try:
+            return _native.block_layout(format_info(fmt)["code"], n, k, nb)
+        except _native.NativeCallError as e:
+            raise QuantError(str(e)) from None
+    if fmt not in FORMAT_CODES:
+        raise QuantError(f"weight format {fmt!r} is not int8, int4 or a GGUF block format")
+    return layout(FORMAT_CODES[fmt], group_size, SCALE_DTYPES[scale_dtype], zero_points, n, k, nb)
+
+
+def pack_gguf_blocks(blocks: torch.Tensor, lay: PackedLayout) -> torch.Tensor:
+    """A tensor stored as GGUF blocks (uint8 [N, bytes per row], the file's bytes) -> the
+    packed bytes of block layout ``lay``, value for value (csrc/rvv_inductor/block_quant.h)."""
+    if blocks.dtype != torch.uint8 or blocks.dim() != 2 or blocks.shape[0] != lay.n:
+        raise QuantError(f"expected uint8 file blocks [{lay.n}, bytes], got {tuple(blocks.shape)} {blocks.dtype}")
+    blocks = blocks.contiguous()
+    out = torch.empty(lay.bytes, dtype=torch.uint8)
+    _native.check(_native.lib().rvv_pack_gguf_blocks(blocks.data_ptr(), blocks.shape[1], ctypes.byref(lay),
+                                                     out.data_ptr(), out.numel()), "pack GGUF blocks", QuantError)
+    return out
 
 
 def num_groups(lay: PackedLayout) -> int:

@@ -23,7 +23,6 @@ and can still update.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import logging
 import threading
 
@@ -32,10 +31,10 @@ import torch.nn.functional as F
 
 from . import _native, cpu, functional_linear, heap, layer_regions, ops, packed, quantized
 from .integration import enable
-from .policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, X8_GEMM_OPTION, Gate,
-                     check_activations, resolve_activations, x8_applies)
+from .policy import DEFAULT_ACTIVATIONS, X8_GEMM_OPTION, Gate, check_activations, resolve_activations, x8_applies
 from .reasons import Fallback, Policy
 from .runtime import run_packed
+from .weight_spec import WeightSpec
 
 log = logging.getLogger("rvv_inductor")
 _BF16 = torch.bfloat16
@@ -218,8 +217,7 @@ class RVVQuantLinear(RVVLinear):
                  group_size: int, scale_dtype: str = "f16", activations: str = DEFAULT_ACTIVATIONS) -> None:
         super().__init__(in_features, out_features, bias, nb)
         self.format, self.group_size, self.scale_dtype = fmt, group_size, scale_dtype
-        self._layout = quantized.layout(quantized.FORMAT_CODES[fmt], group_size, quantized.SCALE_DTYPES[scale_dtype],
-                                        False, out_features, in_features, nb)
+        self._layout = quantized.layout_for(fmt, group_size, scale_dtype, False, out_features, in_features, nb)
         self.activations = activations
         self.register_buffer("packed_weight", torch.empty(0, dtype=torch.uint8), persistent=False)
 
@@ -231,6 +229,10 @@ class RVVQuantLinear(RVVLinear):
         return m
 
     def _pack(self, w: torch.Tensor) -> torch.Tensor:
+        if quantized.is_block_format(self.format):
+            # No quantizer for the GGUF block formats: their layers hold a file's blocks.
+            raise quantized.QuantError(f"a {self.format} layer holds a GGUF file's blocks; setting its weight would "
+                                       "need a quantizer to that format, which this package does not have")
         return quantized.quantize_pack(w, self._layout)
 
     def dequantized(self) -> torch.Tensor:
@@ -246,6 +248,9 @@ class RVVQuantLinear(RVVLinear):
         (float16 or bfloat16), ``zeros`` [N, groups] uint8 (8 for INT4, 0 for INT8: implicit),
         and ``format``/``group_size`` (0: one group per output channel)."""
         self._sync_weight()
+        if quantized.is_block_format(self.format):
+            raise quantized.QuantError(f"a {self.format} layer stores GGUF records, not values and scales; "
+                                       "dequantized() gives its exact weight")
         out = quantized.unpack_quantized(self.packed_weight, self._layout)
         out.update(format=self.format, group_size=self.group_size)
         return out
@@ -448,47 +453,6 @@ def _refusal(lin: torch.nn.Linear, info: cpu.CpuInfo, gate: Gate) -> Fallback | 
         return Fallback(Policy.BIAS_DTYPE, str(lin.bias.dtype))
     refused = gate.check(1, *w.shape)
     return Fallback(Policy.GATE, refused) if refused else None
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightSpec:
-    """What ``compile_linears(weights=..., group_size=..., keep_bf16=...)`` asked for."""
-
-    format: str = "bf16"
-    group_size: int = 0
-    keep_bf16: tuple[str, ...] = ()
-    activations: str = DEFAULT_ACTIVATIONS
-
-    @classmethod
-    def parse(cls, weights: str, group_size: int | None, keep_bf16,
-              activations: str = DEFAULT_ACTIVATIONS) -> WeightSpec:
-        check_activations(activations, "compile_linears")
-        if weights not in WEIGHT_FORMATS:
-            raise ValueError(f"compile_linears: weights={weights!r} is not one of {', '.join(WEIGHT_FORMATS)}")
-        if isinstance(keep_bf16, str):
-            keep_bf16 = (keep_bf16,)
-        keep = tuple(keep_bf16 or ())
-        if not all(isinstance(p, str) for p in keep):
-            raise ValueError(f"compile_linears: keep_bf16 must be a pattern or a list of patterns, got {keep_bf16!r}")
-        if weights == "bf16":
-            if group_size not in (None, 0):
-                raise ValueError("compile_linears: group_size applies to weights='int8' or 'int4', not 'bf16'")
-            return cls("bf16", 0, keep, activations)
-        g = DEFAULT_GROUP_SIZE[weights] if group_size is None else group_size
-        if g not in GROUP_SIZES[weights]:
-            allowed = ", ".join(str(x) for x in GROUP_SIZES[weights])
-            extra = " (0, one scale per output channel, is INT8 only)" if weights == "int4" and g == 0 else ""
-            raise ValueError(f"compile_linears: group_size={g!r} is not supported for {weights}{extra}; "
-                             f"use one of {allowed}")
-        return cls(weights, g, keep, activations)
-
-    def keeps_bf16(self, name: str) -> bool:
-        """``name`` matches a keep_bf16 pattern (fnmatch, against the full name or its last part)."""
-        last = name.rsplit(".", 1)[-1]
-        return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(last, p) for p in self.keep_bf16)
-
-    def format_for(self, name: str) -> str:
-        return "bf16" if self.format == "bf16" or self.keeps_bf16(name) else self.format
 
 
 def _admitted(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport):
@@ -780,7 +744,7 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     ``Gate.regional()`` (N, K >= 128), with the keys set in ``RVV_INDUCTOR_REGIONAL_GATE``
     ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``, which
     stays as it was."""
-    spec = WeightSpec.parse(weights, group_size, keep_bf16, activations)
+    spec = WeightSpec.parse(weights, group_size, keep_bf16, activations, caller="compile_linears")
     problem = _meta_problems(model, load)
     if problem:
         raise ValueError(f"compile_linears: {problem}")

@@ -9,12 +9,15 @@ checkpoint directory, ``load_gguf`` for a GGUF file -- and leave everything else
 (routing, batching, streaming, the HTTP layer) to transformers.
 
 The model is pinned (``force_model``): it is loaded and packed before the port opens,
-requests that name another model get transformers' own 400 answer, and it is never
-unloaded for idleness.
+and it is never unloaded for idleness. /v1/models lists it, and only it (transformers
+would list the Hugging Face hub cache, and answer 500 where there is none). Requests are
+checked before they reach the model (``serve_requests``): a bad one, another model's name
+included, gets a 400 with OpenAI's error body.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -24,6 +27,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from . import gguf_checks, serve_requests
 
 EXIT_BAD_INPUT = 2
 
@@ -77,8 +82,14 @@ def check_model(path: str, weights: str | None) -> Path:
             if f.read(4) != b"GGUF":
                 raise ServeError(f"{path}: not a GGUF file (bad magic)")
         if weights not in (None, "bf16") and weights is not None:
-            raise ServeError(f"--weights {weights}: a GGUF file keeps its own formats (Q8_0/Q4_0/BF16); "
-                             "drop --weights, or quantize a checkpoint directory instead")
+            raise ServeError(f"--weights {weights}: a GGUF file keeps its own formats (Q8_0, Q4_0, Q4_1, the "
+                             "K-quants, BF16); drop --weights, or quantize a checkpoint directory instead")
+        # The whole file checked before the tokenizer reads its metadata (a damaged count
+        # would hang transformers there, as in load_gguf): gguf_checks, torch-free.
+        try:
+            gguf_checks.open_checked(p)
+        except gguf_checks.GGUFError as e:
+            raise ServeError(str(e)) from None
         return p.resolve()
     if p.is_dir():
         if not (p / "config.json").is_file():
@@ -113,6 +124,14 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
     from transformers.cli.serving.model_manager import ModelManager
 
     class RVVModelManager(ModelManager):
+        served: serve_requests.Served  # set once the pinned model is loaded
+
+        def get_gen_models(self, cache_dir=None) -> list[dict]:
+            # transformers lists the generative models of the Hugging Face hub cache, and
+            # fails where the cache does not exist (a board serving a local directory or a
+            # GGUF). This server serves one model whatever the cache holds: that is the list.
+            return [self.served.card()]
+
         def _path(self, model_id_and_revision: str) -> Path:
             return Path(model_id_and_revision.rsplit("@", 1)[0])
 
@@ -143,6 +162,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
                                                   group_size=opts.group_size, keep_bf16=tuple(opts.keep_bf16),
                                                   activations=opts.activations)
             model.eval()
+            self.served = serve_requests.Served.of(self.force_model, opts.model, model.config)
             if opts.continuous_batching and opts.attention == "rvv":
                 # Continuous batching keeps a "paged|" implementation as it finds it.
                 from . import attention
@@ -206,6 +226,20 @@ def _load_checkpoint(path: Path, attn_implementation: str | None):
     return cls.from_pretrained(path, **kwargs)
 
 
+@contextlib.contextmanager
+def _replaced(attrs: list):
+    """transformers' ``Serve`` looks its model manager, handlers and generation state up in
+    their modules when it is built: ours stand there meanwhile, (module, name, ours) each."""
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in attrs]
+    for mod, name, value in attrs:
+        setattr(mod, name, value)
+    try:
+        yield
+    finally:
+        for mod, name, value in saved:
+            setattr(mod, name, value)
+
+
 def _wait_until_listening(server, thread: threading.Thread, timeout: float) -> None:
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:
@@ -256,22 +290,26 @@ def start(opts: argparse.Namespace) -> Server:
     enable()
     try:
         from transformers.cli import serve as tserve
+        from transformers.cli.serving import chat_completion, completion, response, utils
         from transformers.cli.serving import model_manager as tmm
     except ImportError as e:
         raise ServeError(f"transformers' server is not available here ({e}); on Debian install "
                          "python3-fastapi python3-uvicorn python3-openai") from None
 
     summary: dict = {}
-    original = tmm.ModelManager
-    tmm.ModelManager = model_manager_class(opts, summary)
-    try:
+    ours = [(tmm, "ModelManager", model_manager_class(opts, summary)),
+            (utils, "GenerationState", serve_requests.checked_generation_state(utils.GenerationState)),
+            (completion, "CompletionHandler", serve_requests.checked_handler(completion.CompletionHandler,
+                                                                             "completions")),
+            (chat_completion, "ChatCompletionHandler",
+             serve_requests.checked_handler(chat_completion.ChatCompletionHandler, "chat")),
+            (response, "ResponseHandler", serve_requests.checked_handler(response.ResponseHandler, "responses"))]
+    with _replaced(ours):
         srv = tserve.Serve(force_model=str(model), continuous_batching=opts.continuous_batching,
                            device="cpu", dtype="bfloat16", host=opts.host, port=opts.port,
                            log_level=opts.log_level, cb_block_size=opts.cb_block_size,
                            cb_num_blocks=opts.cb_num_blocks, cb_max_batch_tokens=opts.cb_max_batch_tokens,
                            non_blocking=True)
-    finally:
-        tmm.ModelManager = original
     running = Server(srv, summary, f"http://{opts.host}:{opts.port}/v1")
     try:
         _wait_until_listening(srv.server, srv._thread, timeout=120)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import reasons
+from . import _native, reasons
 from .inductor import kernel_marker
 
 KERNEL_NAME = re.compile(r'extern "C"\s+(?:__attribute__\(\(.*?\)\)\s+)?void\s+(\w+)\s*\(')
@@ -147,11 +147,12 @@ def evaluate(report: dict, expect: list[tuple[int, int, int]]) -> list[str]:
             problems.append(f"{s['path']}: RVV template kernel without vector FMA instructions")
     if any(e["route"] == "rvv" for e in report["routing"]) and not rvv_sos:
         problems.append("routing chose the RVV template, but no built .so contains it")
-    # A GEMM routed to a quantized kernel (dtype "int8"/"int4") needs a built .so with that
+    # A GEMM routed to a quantized kernel (dtype: its weight format) needs a built .so with that
     # kernel (format and kernel name from the marker).
     built_quant = {(s["quantized"]["format"], s["quantized"]["kernel"]) for s in rvv_sos if s.get("quantized")}
+    quant_formats = set(_native.weight_formats()) - {"bf16"}  # BF16 templates record "torch.bfloat16"
     for e in report["routing"]:
-        if e["route"] == "rvv" and e["dtype"] in ("int8", "int4"):
+        if e["route"] == "rvv" and e["dtype"] in quant_formats:
             kernel = str(e["reason"]).split(" ")[0]
             if (e["dtype"], kernel) not in built_quant:
                 problems.append(f"{e['op']} M={e['M']} N={e['N']} K={e['K']} was routed to the quantized kernel "

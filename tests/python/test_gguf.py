@@ -18,6 +18,13 @@ The files carry ``tokenizer.ggml.model = "none"`` and ``<arch>.vocab_size``: the
 vocabulary both transformers and llama.cpp accept (token ids in, ids out)."""
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import math
+import signal
+import struct
+import time
+
 import pytest
 import torch
 
@@ -157,8 +164,10 @@ def test_q4_0_nibble_order(tmp_path):
 def test_bad_files(tmp_path):
     with pytest.raises(GGUFError, match="architecture 'gpt2'"):
         load_gguf(write_gguf(tmp_path / "gpt2.gguf", arch="gpt2"))
-    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type Q4_1"):
-        load_gguf(write_gguf(tmp_path / "q41.gguf", override={"blk.0.ffn_up.weight": Q.Q4_1}))
+    # Q5_0: a GGML type gguf knows and this package does not run (Q4_1 and the K-quants it
+    # does: test_gguf_kquants.py)
+    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type Q5_0"):
+        load_gguf(write_gguf(tmp_path / "q50.gguf", override={"blk.0.ffn_up.weight": Q.Q5_0}))
     good = write_gguf(tmp_path / "good.gguf")
     raw = good.read_bytes()
     for cut in (len(raw) - 1000, len(raw) // 2, 100):
@@ -249,9 +258,9 @@ def test_llama_unpermute(tmp_path):
 
 
 def test_more_bad_files(tmp_path):
-    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type Q6_K"):
-        q6k = np.random.default_rng(0).integers(0, 256, (FF, H // 256 * 210), dtype=np.uint8)
-        load_gguf(write_gguf(tmp_path / "q6k.gguf", raw={"blk.0.ffn_up.weight": (Q.Q6_K, q6k)}))
+    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type Q3_K"):
+        q3k = np.random.default_rng(0).integers(0, 256, (FF, H // 256 * 110), dtype=np.uint8)
+        load_gguf(write_gguf(tmp_path / "q3k.gguf", raw={"blk.0.ffn_up.weight": (Q.Q3_K, q3k)}))
     with pytest.raises(GGUFError, match="attn_q.weight is \\[128, 256\\], the model expects \\[256, 256\\]"):
         small = gguf.quantize(np.zeros((128, H), np.float32), Q.Q8_0)
         load_gguf(write_gguf(tmp_path / "shape.gguf", raw={"blk.1.attn_q.weight": (Q.Q8_0, small)}))
@@ -290,3 +299,340 @@ def test_serving_load_packs_the_tied_lm_head(tmp_path):
     want = teacher_forced_logits(plain, tokens)
     got = teacher_forced_logits(model, tokens)
     assert (got - want).abs().max().item() <= 4 * bf16_ulp(want.abs().max().item())
+
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged and unsupported files (gguf_checks): a GGUFError naming what is wrong before any
+# model is built; never another exception, never a hang.
+
+
+class Hung(BaseException):
+    """time_limit's exception: a BaseException, so that load_gguf's own ``except Exception``
+    around GGUFReader cannot turn a hang into a GGUFError."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what):
+    def fire(signum, frame):
+        raise Hung(f"{what}: still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    # a hang inside C code, where the alarm's Python handler never runs: end the process
+    faulthandler.dump_traceback_later(3 * seconds, exit=True)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def no_model_built(monkeypatch):
+    """Fails the test if load_gguf gets as far as a transformers config: a bad file must be
+    refused before anything is built."""
+    def built(*args, **kwargs):
+        raise AssertionError("load_gguf built a model config for a bad file")
+
+    for name in ("Qwen2Config", "LlamaConfig"):
+        monkeypatch.setattr(transformers, name, built)
+
+
+@pytest.fixture(scope="module")
+def good_gguf(tmp_path_factory):
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "good.gguf")
+
+
+def value_offset(reader, key):
+    """Where metadata ``key``'s value starts: after the key's u64 length, the key and the
+    value's u32 type (the GGUF layout, independent of gguf_checks)."""
+    f = reader.get_field(key)
+    at = f.offset + 8 + len(key.encode()) + 4
+    value = f.parts[-1].tobytes()
+    assert bytes(reader.data[at:at + len(value)]) == value, key
+    return at
+
+
+def type_offset(t):
+    """Where tensor ``t``'s u32 type is in its tensor info: after the name's u64 length,
+    the name, the u32 dimension count and the u64 dimensions."""
+    return t.field.offset + 8 + len(t.name.encode()) + 4 + 8 * len(t.shape)
+
+
+def patched(src, dst, at, data):
+    raw = bytearray(src.read_bytes())
+    raw[at:at + len(data)] = data
+    dst.write_bytes(bytes(raw))
+    return dst
+
+
+def refused(path, match, seconds=60):
+    """load_gguf(path) raises a GGUFError matching ``match`` that names the file, within
+    ``seconds``."""
+    with time_limit(seconds, path.name), pytest.raises(GGUFError, match=match) as e:
+        load_gguf(path)
+    assert str(e.value).startswith(f"{path}: "), str(e.value)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("qtype", ["IQ4_NL", "IQ4_XS", "TQ2_0", "MXFP4", "Q5_0"])
+def test_unsupported_tensor_types_are_named(tmp_path, no_model_built, qtype):
+    """A type outside SUPPORTED_TYPES is refused naming the tensor and its type (never
+    dequantized: no model config is even made)."""
+    from rvv_inductor.gguf_load import SUPPORTED_TYPES
+
+    block, size = gguf.GGML_QUANT_SIZES[Q[qtype]]
+    data = np.random.default_rng(0).integers(0, 256, (FF, H // block * size), dtype=np.uint8)
+    path = write_gguf(tmp_path / f"{qtype}.gguf", raw={"blk.0.ffn_up.weight": (Q[qtype], data)})
+    msg = refused(path, f"tensor blk.0.ffn_up.weight has type {qtype}; supported: ")
+    assert all(s in msg for s in SUPPORTED_TYPES), msg
+
+
+def test_tensor_type_unknown_to_gguf(tmp_path, good_gguf, no_model_built):
+    """A type number gguf does not know (31: the removed Q4_0_4_4) names the tensor too,
+    where GGUFReader alone raises a bare ValueError."""
+    t = next(t for t in gguf.GGUFReader(str(good_gguf)).tensors if t.name == "blk.0.ffn_up.weight")
+    path = patched(good_gguf, tmp_path / "t31.gguf", type_offset(t), struct.pack("<I", 31))
+    refused(path, "tensor blk.0.ffn_up.weight has type 31")
+
+
+def test_flipped_counts_regressions(tmp_path, good_gguf, no_model_built):
+    """The two damaged copies seen: a flipped byte made block_count 4,278,190,081 (load_gguf
+    hung in transformers' config, which builds per-layer lists) and another made head_count
+    65,284 (ZeroDivisionError from the RoPE setup: head_dim 256 // 65284 = 0)."""
+    reader = gguf.GGUFReader(str(good_gguf))
+    t0 = time.perf_counter()
+    path = patched(good_gguf, tmp_path / "layers.gguf", value_offset(reader, "qwen2.block_count"),
+                   struct.pack("<I", 4278190081))
+    refused(path, r"metadata qwen2\.block_count = 4278190081, but the file's tensors hold 2 \(blocks blk\.0 \.\. "
+                  r"blk\.1\); blk\.2 is missing")
+    path = patched(good_gguf, tmp_path / "heads.gguf", value_offset(reader, "qwen2.attention.head_count"),
+                   struct.pack("<I", 65284))
+    refused(path, r"metadata qwen2\.attention\.head_count = 65284 does not divide qwen2\.embedding_length = 256")
+    print(f"both refused in {time.perf_counter() - t0:.2f} s")
+
+
+def test_serve_checks_the_file_before_its_tokenizer(tmp_path, good_gguf, no_model_built):
+    """serve FILE.gguf loads its tokenizer from the file's metadata before load_gguf runs:
+    serve.check_model runs the same checks first (torch-free), so the flipped block_count
+    is a ServeError at once instead of a hang inside transformers."""
+    from rvv_inductor import serve
+
+    reader = gguf.GGUFReader(str(good_gguf))
+    path = patched(good_gguf, tmp_path / "layers.gguf", value_offset(reader, "qwen2.block_count"),
+                   struct.pack("<I", 4278190081))
+    t0 = time.perf_counter()
+    with pytest.raises(serve.ServeError, match=r"block_count = 4278190081"):
+        serve.check_model(str(path), None)
+    assert time.perf_counter() - t0 < 30
+    assert serve.check_model(str(good_gguf), None) == good_gguf.resolve()
+
+
+# (key, packed value written over the stored one, what the GGUFError says)
+_U32, _F32 = struct.Struct("<I"), struct.Struct("<f")
+METADATA_CASES = [
+    ("qwen2.embedding_length", _U32.pack(255),
+     r"embedding_length = 255, but token_embd\.weight is \[512, 256\] \(256 columns\)"),
+    ("qwen2.vocab_size", _U32.pack(511), r"vocab_size = 511, but token_embd\.weight has 512 rows"),
+    ("qwen2.block_count", _U32.pack(3), r"block_count = 3, but the file's tensors hold 2 .*; blk\.2 is missing"),
+    ("qwen2.block_count", _U32.pack(1), r"block_count = 1, but the file has tensors of blk\.1"),
+    ("qwen2.block_count", _U32.pack(0), r"block_count = 0, expected a positive count"),
+    ("qwen2.attention.head_count", _U32.pack(3), r"head_count = 3 does not divide qwen2\.embedding_length = 256"),
+    ("qwen2.attention.head_count", _U32.pack(512), r"head_count = 512 does not divide"),
+    ("qwen2.attention.head_count", _U32.pack(256), r"head_count = 256 gives heads of 1 values .*even head size"),
+    ("qwen2.attention.head_count", _U32.pack(8),
+     r"head_count_kv = 2: 2 heads of 32 \(qwen2\.embedding_length = 256 / qwen2\.attention\.head_count = 8\) "
+     r"imply 64 rows in blk\.0\.attn_k\.weight, which has 128"),
+    ("qwen2.attention.head_count_kv", _U32.pack(3), r"head_count_kv = 3 does not divide .*head_count = 4"),
+    ("qwen2.attention.head_count_kv", _U32.pack(4),
+     r"head_count_kv = 4: 4 heads of 64 .* imply 256 rows in blk\.0\.attn_k\.weight, which has 128"),
+    ("qwen2.feed_forward_length", _U32.pack(1024),
+     r"feed_forward_length = 1024, but blk\.0\.ffn_gate\.weight has 512 rows"),
+    ("qwen2.context_length", _U32.pack(2**24 + 1), r"context_length = 16777217, expected at most 16777216"),
+    ("qwen2.context_length", _U32.pack(0), r"context_length = 0, expected a positive count"),
+    ("qwen2.rope.freq_base", _F32.pack(math.nan), r"freq_base = nan, expected a finite value in \[1, 1e\+15\]"),
+    ("qwen2.rope.freq_base", _F32.pack(0.5), r"freq_base = 0\.5, expected a finite value"),
+    ("qwen2.attention.layer_norm_rms_epsilon", _F32.pack(0.0), r"epsilon = 0\.0, expected a finite value in \(0, 1\)"),
+    ("qwen2.attention.layer_norm_rms_epsilon", _F32.pack(-math.inf), r"epsilon = -inf, expected a finite value"),
+]
+
+
+def test_metadata_against_tensors(tmp_path, good_gguf, no_model_built):
+    """Each count, dimension and float the model is built from, given a value the tensors
+    contradict (or out of its range): a GGUFError naming the key, the value and what the
+    tensors say."""
+    reader = gguf.GGUFReader(str(good_gguf))
+    for i, (key, value, match) in enumerate(METADATA_CASES):
+        path = patched(good_gguf, tmp_path / f"m{i}.gguf", value_offset(reader, key), value)
+        refused(path, match)
+    # a value type that is not a count's: FLOAT32 (6) in head_count's type field
+    path = patched(good_gguf, tmp_path / "type.gguf", value_offset(reader, "qwen2.attention.head_count") - 4,
+                   struct.pack("<I", 6))
+    refused(path, r"metadata qwen2\.attention\.head_count is FLOAT32, expected an integer")
+
+
+@pytest.mark.parametrize("method, key, put, match", [
+    ("add_head_count", "qwen2.attention.head_count", lambda w, k: w.add_string(k, "4"),
+     r"head_count is STRING, expected an integer"),
+    ("add_block_count", "qwen2.block_count", lambda w, k: w.add_array(k, [1, 1]),
+     r"block_count is an array of \w+, expected an integer"),
+    ("add_block_count", "qwen2.block_count", lambda w, k: w.add_bool(k, True), r"block_count is BOOL"),
+    ("add_embedding_length", "qwen2.embedding_length", None, r"has no 'qwen2\.embedding_length'"),
+    ("add_head_count_kv", "qwen2.attention.head_count_kv", None,
+     r"head_count_kv absent \(taken as qwen2\.attention\.head_count\): 4 heads of 64 .* imply 256 rows"),
+    ("add_rope_freq_base", "qwen2.rope.freq_base", lambda w, k: w.add_uint32(k, 10000),
+     r"freq_base is UINT32, expected a number"),
+], ids=["string", "array", "bool", "missing", "kv-absent", "int-float"])
+def test_metadata_value_types(tmp_path, monkeypatch, no_model_built, method, key, put, match):
+    """Metadata of the wrong GGUF type (or absent): a GGUFError naming the key, where
+    load_gguf's int()/float() would raise ValueError or TypeError."""
+    monkeypatch.setattr(gguf.GGUFWriter, method, lambda w, *args: put(w, key) if put else None)
+    refused(write_gguf(tmp_path / "t.gguf"), match)
+
+
+def test_tensors_against_the_model(tmp_path, no_model_built):
+    """Missing, misshapen and misplaced tensors, before a model is built (load_gguf used to
+    find these while filling it)."""
+    refused(write_gguf(tmp_path / "bias.gguf", drop=("blk.0.attn_q.bias",)),
+            r"tensors missing from the file: blk\.0\.attn_q\.bias$")
+    # Llama with biases gets attention_bias, which includes o_proj's
+    refused(write_gguf(tmp_path / "llama.gguf", arch="llama", bias=True),
+            r"tensors missing from the file: blk\.0\.attn_output\.bias, blk\.1\.attn_output\.bias$")
+    wide = np.zeros((H, 2 * FF), np.float32).view(np.uint8)
+    refused(write_gguf(tmp_path / "down.gguf", raw={"blk.1.ffn_down.weight": (Q.F32, wide)}),
+            r"blk\.1\.ffn_down\.weight is \[256, 1024\], the model expects \[256, 512\] "
+            r"\(qwen2\.embedding_length = 256, qwen2\.feed_forward_length = 512\)")
+
+
+def with_byte_array(raw, reader, key):
+    """The file ``raw`` with one more metadata entry, ``key``: an array of UINT8 (0, 1, ...)
+    put before the tensor infos, as long as makes the entry a multiple of the 32-byte
+    alignment, so the tensor data keep their offsets. Returns (bytes, the array's length,
+    offset of its u64 length)."""
+    head = 8 + len(key) + 4 + 4 + 8   # key length, key, ARRAY, UINT8, array length
+    n = -head % 32 or 32
+    kv = struct.pack("<Q", len(key)) + key.encode() + struct.pack("<IIQ", 9, 0, n) + bytes(range(n))
+    at = reader.tensors[0].field.offset
+    count = struct.unpack_from("<Q", raw, 16)[0]
+    out = raw[:16] + struct.pack("<Q", count + 1) + raw[24:at] + kv + raw[at:]
+    return out, n, at + head - 8
+
+
+def test_array_length_past_the_end(tmp_path, good_gguf):
+    """A metadata array whose length is flipped high: GGUFReader alone loops over it far
+    past the end of the file (empty views, one per missing element: 2^28 of them here,
+    hours and gigabytes under QEMU); load_gguf refuses it first, naming the entry."""
+    raw = good_gguf.read_bytes()
+    data, n, at = with_byte_array(raw, gguf.GGUFReader(str(good_gguf)), "test.flags")
+    ok = tmp_path / "array.gguf"
+    ok.write_bytes(data)
+    assert gguf.GGUFReader(str(ok)).get_field("test.flags").contents() == list(range(n))
+    with time_limit(60, ok.name):
+        assert load_gguf(ok).config.num_hidden_layers == LAYERS
+    bad = bytearray(data)
+    bad[at + 3] = 0x10   # n -> n + 2^28 elements
+    path = tmp_path / "array-bad.gguf"
+    path.write_bytes(bytes(bad))
+    refused(path, rf"array 'test\.flags' of {n + 2**28} elements of type 0 needs {n + 2**28} bytes")
+
+
+def _tensor_bytes(reader):
+    return {t.name: (int(t.tensor_type), t.shape.tolist(), t.data.tobytes()) for t in reader.tensors}
+
+
+def _float_metadata(reader):
+    """rms eps and RoPE base as load_gguf takes them (its defaults when absent)."""
+    out = []
+    for key, default in (("qwen2.attention.layer_norm_rms_epsilon", 1e-6), ("qwen2.rope.freq_base", 10000.0)):
+        f = reader.get_field(key)
+        out.append(default if f is None else f.contents())
+    return out
+
+
+def test_damaged_copies(tmp_path, good_gguf):
+    """The file cut at many offsets and with single bytes damaged across its header,
+    metadata and tensor infos (deterministic: every 3rd byte before the tensor data with
+    one bit flipped, bit (offset / 3) % 8; every 5th set to 0xFF). Each copy gives a
+    GGUFError naming the file or a model, within 60 s; no other exception. The expectation
+    for a model comes from gguf's reader of the damaged copy: if it holds the same tensors
+    (type, shape, bytes) and the same rms eps and RoPE base, the logits of a 2-token input
+    equal the intact file's exactly; if only those floats differ, they are finite; with
+    different tensors (a flipped data offset, say) the copy is merely a model of the same
+    dimensions, its numbers being garbage."""
+    raw = good_gguf.read_bytes()
+    ref_reader = gguf.GGUFReader(str(good_gguf))
+    data_start = ref_reader.data_offset
+    assert max(t.data_offset + t.n_bytes for t in ref_reader.tensors) == len(raw)  # every cut loses data
+    ref_tensors, ref_floats = _tensor_bytes(ref_reader), _float_metadata(ref_reader)
+    tokens = torch.tensor([[3, 7]])
+    ref_model = load_gguf(good_gguf)
+    with torch.no_grad():
+        ref_logits = ref_model(tokens, use_cache=False).logits.float()
+    dims = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+            "intermediate_size", "vocab_size")
+    ref_dims = [getattr(ref_model.config, d) for d in dims]
+    del ref_model
+
+    failures, counts = [], {"cut": 0, "error": 0, "same": 0, "finite": 0, "garbage": 0}
+    t0 = time.perf_counter()
+    cut = tmp_path / "cut.gguf"
+    cuts = list(range(0, data_start, 5)) + [data_start + k * (len(raw) - data_start) // 16 for k in range(16)]
+    for n in cuts + [len(raw) - 1]:
+        cut.write_bytes(raw[:n])
+        try:
+            with time_limit(60, cut.name):
+                load_gguf(cut)
+            failures.append(f"cut at {n}: loaded")
+        except GGUFError as e:
+            if not str(e).startswith(f"{cut}: ") or "truncated" not in str(e):
+                failures.append(f"cut at {n}: unclear: {e}")
+            counts["cut"] += 1
+        except Exception as e:  # noqa: BLE001  (collected: every failing copy is listed)
+            failures.append(f"cut at {n}: {type(e).__name__}: {e}")
+
+    path = tmp_path / "flip.gguf"
+    path.write_bytes(raw)
+    variants = [(o, raw[o] ^ (1 << (o // 3 % 8))) for o in range(0, data_start, 3)] + \
+        [(o, 0xFF) for o in range(1, data_start, 5) if raw[o] != 0xFF]
+    with open(path, "r+b") as f:
+        for off, byte in variants:
+            f.seek(off)
+            f.write(bytes([byte]))
+            f.flush()
+            try:
+                kind = _damaged_outcome(path, tokens, ref_tensors, ref_floats, ref_logits, dims, ref_dims)
+                counts[kind] += 1
+            except Exception as e:  # noqa: BLE001
+                failures.append(f"byte {off} = {byte:#04x}: {type(e).__name__}: {e}")
+            finally:
+                f.seek(off)
+                f.write(raw[off:off + 1])
+                f.flush()
+    print(f"{len(cuts) + 1} cuts, {len(variants)} damaged bytes in {time.perf_counter() - t0:.0f} s: {counts}")
+    assert not failures, f"{len(failures)} bad outcomes:\n" + "\n".join(failures[:20])
+    # both ways out were taken: damage the checks refuse, and damage that does not matter
+    assert counts["error"] > 0 and counts["same"] > 0
+
+
+def _damaged_outcome(path, tokens, ref_tensors, ref_floats, ref_logits, dims, ref_dims):
+    """What test_damaged_copies expects of one damaged copy (see there): "error", "same",
+    "finite" or "garbage"; an AssertionError or any other exception is a failure."""
+    with time_limit(60, f"{path.name}"):
+        try:
+            model = load_gguf(path)
+        except GGUFError as e:
+            assert str(e).startswith(f"{path}: "), str(e)
+            return "error"
+        assert [getattr(model.config, d) for d in dims] == ref_dims, "a model of other dimensions"
+        with torch.no_grad():
+            logits = model(tokens, use_cache=False).logits.float()
+    reader = gguf.GGUFReader(str(path))
+    if _tensor_bytes(reader) != ref_tensors:
+        return "garbage"
+    assert bool(logits.isfinite().all()), "non-finite logits from intact tensors"
+    if _float_metadata(reader) != ref_floats:
+        return "finite"
+    assert torch.equal(logits, ref_logits), "intact tensors and floats, other logits"
+    return "same"

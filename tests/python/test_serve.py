@@ -15,12 +15,15 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +42,8 @@ from rvv_inductor import serve  # noqa: E402
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda", "sigma", "omega",
          "risc", "vector"]
 DIM, VOCAB, NEW = 320, 320, 6
+CONTEXT = 64  # the model's max_position_embeddings
+REPO = Path(__file__).resolve().parents[2]
 TIE_MARGIN = 0.125  # logits of these models are O(1): a few BF16 ulps
 
 
@@ -68,7 +73,7 @@ def ckpt(tmp_path_factory):
     ft.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=DIM, intermediate_size=DIM, num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=4, vocab_size=VOCAB, max_position_embeddings=64,
+                                   num_key_value_heads=4, vocab_size=VOCAB, max_position_embeddings=CONTEXT,
                                    tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
                                    initializer_range=0.2)
     transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(out)
@@ -245,17 +250,22 @@ def test_cli_bad_input(ckpt, tmp_path):
     assert r.returncode == serve.EXIT_BAD_INPUT and "already in use" in r.stderr and "Traceback" not in r.stderr
 
 
+def _wait_ready(p, ready, seconds=600):
+    """Until the server wrote its ready file (it loads and packs the model first)."""
+    t_end = time.monotonic() + seconds
+    while not ready.exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < t_end
+        time.sleep(0.5)
+
+
 def test_cli_serves_int8_and_stops_on_sigterm(ckpt, tmp_path):
     ready = tmp_path / "ready.json"
     port = _free_port()
     p = subprocess.Popen(_serve_cmd(ckpt, "--weights", "int8", "--port", port, "--ready-file", ready),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        t_end = time.monotonic() + 600
-        while not ready.exists():
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() < t_end
-            time.sleep(0.5)
+        _wait_ready(p, ready)
         info = json.loads(ready.read_text())
         # INT8 weights: "auto" keeps the FP path for the prompt (INT8 activations are for INT4).
         assert info["formats"] == ["int8"] and info["layers_rvv"] == 15 and info["activations"] == "bf16"
@@ -268,3 +278,239 @@ def test_cli_serves_int8_and_stops_on_sigterm(ckpt, tmp_path):
         out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     assert "15 Linear layers on RVV (int8; activations at M >= 2: bf16)" in out and "stopped" in out
+
+
+# ----------------------------------------------------------------------------- the first request, and bad ones
+def _openai_error(r, status: int = 400) -> dict:
+    """The error of an answer in OpenAI's shape, after checking the shape."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json"), r.headers
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"], body
+    return body["error"]
+
+
+@pytest.fixture(scope="module")
+def tok(ckpt):
+    return transformers.AutoTokenizer.from_pretrained(ckpt)
+
+
+def _n_tokens(tok, text: str) -> int:
+    return len(tok(text)["input_ids"])
+
+
+def test_models_lists_the_served_model_without_hf_cache(ckpt, tmp_path):
+    """GET /v1/models, the first call of OpenAI clients, on a machine without a Hugging Face
+    cache (transformers scanned the hub cache there and answered 500): the model served,
+    under the id completions accept. The command gets the checkpoint as a user would type
+    it, relative to its working directory."""
+    (REPO / "build" / "tmp").mkdir(parents=True, exist_ok=True)
+    hf_home = Path(tempfile.mkdtemp(prefix="serve-hf-home-", dir=REPO / "build" / "tmp"))
+    env = dict(os.environ, HF_HOME=str(hf_home))
+    env.pop("HF_HUB_CACHE", None)
+    ready, port = tmp_path / "ready.json", _free_port()
+    p = subprocess.Popen(_serve_cmd(ckpt.name, "--port", port, "--ready-file", ready), cwd=ckpt.parent, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_ready(p, ready)
+        url = f"http://127.0.0.1:{port}/v1"
+        r = httpx.get(f"{url}/models", timeout=60)
+        assert r.status_code == 200, r.text
+        listing = r.json()
+        assert listing["object"] == "list" and len(listing["data"]) == 1, listing
+        card = listing["data"][0]
+        assert set(card) == {"id", "object", "created", "owned_by"} and card["object"] == "model", card
+        assert card["id"] == str(ckpt.resolve()) == json.loads(ready.read_text())["model"]
+        assert isinstance(card["created"], int) and 0 < card["created"] <= time.time()
+        assert isinstance(card["owned_by"], str) and card["owned_by"]
+        # Completions take the listed id, and the path as the user typed it.
+        for name in (card["id"], ckpt.name):
+            r = httpx.post(f"{url}/completions", timeout=900,
+                           json=dict(model=name, prompt=_prompt(0), max_tokens=2, temperature=0))
+            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2, (name, r.text)
+        err = _openai_error(httpx.post(f"{url}/completions", timeout=60,
+                                       json=dict(model="another-model", prompt=_prompt(0), max_tokens=2)))
+        assert err["param"] == "model" and err["code"] == "model_not_found" and card["id"] in err["message"]
+        # The issue's empty prompt: a 400 here, no traceback in the log (checked below).
+        err = _openai_error(httpx.post(f"{url}/completions", timeout=60,
+                                       json=dict(model=card["id"], prompt="", max_tokens=2)))
+        assert err["code"] == "empty_prompt"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, log = p.communicate(timeout=120)
+        made_hub_cache = (hf_home / "hub").exists()
+        shutil.rmtree(hf_home, ignore_errors=True)
+    assert p.returncode == 0, log
+    assert "Traceback" not in log, log
+    assert not made_hub_cache  # the server ran with no hub cache throughout
+
+
+_CHAT = [{"role": "user", "content": "alpha beta"}]
+# id, endpoint, fields over a valid request (None: field left out), param, code, words of the message
+REFUSED = [
+    ("empty-prompt", "completions", {"prompt": ""}, "prompt", "empty_prompt", ["empty after tokenization"]),
+    ("empty-prompt-stream", "completions", {"prompt": "", "stream": True}, "prompt", "empty_prompt", ["empty"]),
+    ("max-tokens-0", "completions", {"max_tokens": 0}, "max_tokens", None, ["integer >= 1", "got 0"]),
+    ("max-tokens-negative", "completions", {"max_tokens": -3}, "max_tokens", None, ["got -3"]),
+    ("max-tokens-text", "completions", {"max_tokens": "8"}, "max_tokens", None, ['got "8"']),
+    ("max-tokens-fraction", "completions", {"max_tokens": 2.5}, "max_tokens", None, ["got 2.5"]),
+    ("max-tokens-bool", "completions", {"max_tokens": True}, "max_tokens", None, ["got true"]),
+    ("max-tokens-huge", "completions", {"max_tokens": 10**12}, "max_tokens", "context_length_exceeded",
+     ["1000000000000", f"holds {CONTEXT}"]),
+    ("prompt-too-long", "completions", {"prompt": " ".join(WORDS * 20)}, "prompt", "context_length_exceeded",
+     [f"holds {CONTEXT} tokens", "no room"]),
+    ("token-id-prompt", "completions", {"prompt": [1, 2, 3]}, "prompt", None, ["token ids"]),
+    ("non-integer-token-ids", "completions", {"prompt": [1.5, "a"]}, "prompt", None, ["token ids"]),
+    ("no-prompt", "completions", {"prompt": None}, "prompt", "empty_prompt", ["empty"]),
+    ("suffix-number", "completions", {"suffix": 5}, "suffix", None, ["string"]),
+    ("stop-number", "completions", {"stop": 5}, "stop", None, ["string"]),
+    ("temperature-negative", "completions", {"temperature": -1}, "temperature", None, ["0 to 2"]),
+    ("temperature-text", "completions", {"temperature": "hot"}, "temperature", None, ['"hot"']),
+    ("top-p-above-1", "completions", {"top_p": 1.5}, "top_p", None, ["0 to 1"]),
+    ("frequency-penalty-minus-1", "completions", {"frequency_penalty": -1}, "frequency_penalty", None,
+     ["greater than -1"]),
+    ("seed-text", "completions", {"seed": "x"}, "seed", None, ["integer"]),
+    ("stream-text", "completions", {"stream": "yes"}, "stream", None, ["true or false"]),
+    ("generation-config-not-json", "completions", {"generation_config": "{max_new_tokens: 2"}, "generation_config",
+     None, ["JSON object"]),
+    ("another-model", "completions", {"model": "another-model"}, "model", "model_not_found",
+     ['"another-model"', "GET /v1/models"]),
+    ("no-messages", "chat/completions", {"messages": None}, "messages", "missing_required_parameter", ["required"]),
+    ("empty-messages", "chat/completions", {"messages": []}, "messages", None, ["non-empty list"]),
+    ("message-without-role", "chat/completions", {"messages": [{"content": "alpha"}]}, "messages", None,
+     ["messages[0].role"]),
+    ("message-content-number", "chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages", None,
+     ["messages[0].content"]),
+    ("logit-bias-non-integer-id", "chat/completions", {"logit_bias": {"alpha": 1}}, "logit_bias", None,
+     ["'alpha'", "token id"]),
+    ("logit-bias-outside-vocab", "chat/completions", {"logit_bias": {"99999": 1}}, "logit_bias", None,
+     [f"0 to {VOCAB - 1}"]),
+    ("logit-bias-too-strong", "chat/completions", {"logit_bias": {"5": 500}}, "logit_bias", None, ["-100 to 100"]),
+    ("chat-template-kwargs-text", "chat/completions", {"chat_template_kwargs": "x"}, "chat_template_kwargs", None,
+     ["JSON object"]),
+    ("chat-max-tokens-0", "chat/completions", {"max_tokens": 0}, "max_tokens", None, ["integer >= 1"]),
+    ("response-empty-input", "responses", {"input": []}, "input", None, ["non-empty list"]),
+    ("response-max-output-tokens-0", "responses", {"max_output_tokens": 0}, "max_output_tokens", None,
+     ["integer >= 1"]),
+]
+
+
+def _request(endpoint: str, model: str, fields: dict) -> dict:
+    """A valid request of the endpoint with ``fields`` over it (None: left out)."""
+    body = {"completions": dict(prompt="alpha beta", max_tokens=2),
+            "chat/completions": dict(messages=_CHAT, max_tokens=2),
+            "responses": dict(input="alpha beta", max_output_tokens=2, stream=False)}[endpoint]
+    body = dict(body, model=model, temperature=0) | fields
+    return {k: v for k, v in body.items() if v is not None}
+
+
+@pytest.fixture(scope="class")
+def running(ckpt):
+    """A sequential server for the tests of one class."""
+    running = serve.start(_opts(ckpt))
+    yield running
+    running.stop()
+
+
+class TestRequestChecks:
+    """The sequential server (generate): requests that reached the model unchecked, each
+    answered 400 with OpenAI's error body before the model runs."""
+
+    @pytest.mark.parametrize("case", REFUSED, ids=[c[0] for c in REFUSED])
+    def test_refused(self, running, case):
+        _, endpoint, fields, param, code, words = case
+        calls = LinearCalls(running.model.model.layers[0].self_attn.q_proj)
+        try:
+            with httpx.Client(timeout=900) as h:
+                r = h.post(f"{running.url}/{endpoint}", json=_request(endpoint, running.model_id, fields))
+        finally:
+            calls.close()
+        err = _openai_error(r)
+        assert (err["param"], err["code"]) == (param, code), err
+        assert all(w in err["message"] for w in words), (words, err["message"])
+        assert calls.take() == [], "the model ran"
+
+    def test_transformers_refusals_in_openai_shape(self, running):
+        # transformers' own refusal (an unknown field: 422) gets the same body.
+        r = httpx.post(f"{running.url}/completions", timeout=60,
+                       json=dict(model=running.model_id, prompt="alpha", max_tokens=2, best_friend=1))
+        err = _openai_error(r, status=422)
+        assert "best_friend" in err["message"]
+
+    def test_completion_length_fits_the_context(self, running, tok):
+        prompt = _prompt(3)
+        n = _n_tokens(tok, prompt)
+        room = CONTEXT - n
+        with httpx.Client(timeout=900) as h:
+            def post(**kw):
+                return h.post(f"{running.url}/completions",
+                              json=dict(model=running.model_id, prompt=prompt, temperature=0, **kw))
+
+            # No max_tokens: transformers' default was 1024 new tokens, far past the model's
+            # positions; the server generates what fits. (The model has no EOS: all of it.)
+            r = post()
+            assert r.status_code == 200, r.text
+            assert r.json()["usage"] == dict(prompt_tokens=n, completion_tokens=room, total_tokens=CONTEXT)
+            assert r.json()["choices"][0]["finish_reason"] == "length"
+            # Asked for exactly what fits: served, the same greedy tokens.
+            exact = post(max_tokens=room)
+            assert exact.status_code == 200 and exact.json()["usage"]["completion_tokens"] == room, exact.text
+            assert exact.json()["choices"][0]["text"] == r.json()["choices"][0]["text"]
+            # One more: refused, with the numbers.
+            err = _openai_error(post(max_tokens=room + 1))
+            assert err["code"] == "context_length_exceeded" and err["param"] == "max_tokens"
+            assert f"{n} prompt tokens" in err["message"] and f"ask for at most {room}" in err["message"]
+
+    def test_integer_logit_bias(self, running, tok):
+        # OpenAI's examples give integer biases; transformers' sequence bias took floats
+        # only (a 500). +100 on one token makes greedy decoding pick it at every step.
+        favourite = tok("alpha")["input_ids"][0]
+        r = httpx.post(f"{running.url}/chat/completions", timeout=900,
+                       json=dict(model=running.model_id, messages=_CHAT, max_tokens=3, temperature=0,
+                                 logit_bias={str(favourite): 100}))
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["message"]["content"] == tok.decode([favourite] * 3, skip_special_tokens=True)
+
+
+def test_refusals_keep_the_cb_worker_alive(ckpt, tok, capfd):
+    """Continuous batching: an empty prompt, or a request longer than the paged KV cache
+    holds, stopped the worker thread (every later request: 503, /health unhealthy). A
+    cache of 2 blocks of 16 tokens, smaller than the model's context: a prompt of 8 tokens
+    + 30 new ones stopped it before the check. Now such requests get a 400, the longest
+    that fits runs, and the server answers as before."""
+    running = serve.start(_opts(ckpt, continuous_batching=True, cb_num_blocks=2, cb_block_size=16))
+    try:
+        c = Client(running)
+        before = c.complete(_prompt(1), max_tokens=4)
+        prompt = _prompt(3)
+        n = _n_tokens(tok, prompt)
+        fits = 2 * 16 - 1 - n  # all of the cache but one token (the scheduler allocates a block ahead)
+        calls = LinearCalls(running.model.model.layers[0].self_attn.q_proj)
+        with httpx.Client(timeout=900) as h:
+            for endpoint, fields, param, code in [
+                    ("completions", {"prompt": ""}, "prompt", "empty_prompt"),
+                    ("completions", {"prompt": "", "stream": True}, "prompt", "empty_prompt"),
+                    ("chat/completions", {"messages": []}, "messages", None),
+                    ("responses", {"input": []}, "input", None),
+                    ("completions", {"prompt": prompt, "max_tokens": 30}, "max_tokens", "context_length_exceeded"),
+                    ("completions", {"prompt": prompt, "max_tokens": fits + 1}, "max_tokens",
+                     "context_length_exceeded")]:
+                err = _openai_error(h.post(f"{running.url}/{endpoint}",
+                                           json=_request(endpoint, running.model_id, fields)))
+                assert (err["param"], err["code"]) == (param, code), (endpoint, fields, err)
+                if code == "context_length_exceeded":
+                    assert "paged KV cache" in err["message"] and f"ask for at most {fits}" in err["message"]
+            assert calls.take() == [], "the model ran"
+            calls.close()
+            # The longest request that fits runs; without max_tokens the server picks that length.
+            for kw in (dict(max_tokens=fits), {}):
+                r = h.post(f"{running.url}/completions",
+                           json=dict(model=running.model_id, prompt=prompt, temperature=0, **kw))
+                assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == fits, (kw, r.text)
+            assert h.get(running.url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
+        assert c.complete(_prompt(1), max_tokens=4) == before
+        assert running.alive()
+    finally:
+        running.stop()
+    assert "Traceback" not in capfd.readouterr().err

@@ -27,6 +27,7 @@ import rvv_inductor
 from rvv_inductor import cpu, quantized, regional, verify
 from rvv_inductor.inductor import quant_lowering
 from rvv_inductor.policy import Gate
+from rvv_inductor.weight_spec import KEEP_BY_TENSOR, WeightSpec
 
 from quant_bounds import kernel_bound  # noqa: E402  (tests/python is on sys.path)
 
@@ -202,7 +203,7 @@ def test_flag_values(cache):
             rvv_inductor.enable(**flags)
         assert not rvv_inductor.is_enabled()
     assert rvv_inductor.enable()["weights"] == "bf16"
-    assert quant_lowering.get_spec() == quant_lowering.QuantSpec()
+    assert quant_lowering.get_spec() == WeightSpec()
     assert rvv_inductor.enable(weights="int4")["weights"] == "int4"
     assert rvv_inductor.enable()["activations"] == "auto"  # the default: INT8 activations for INT4 weights
     assert quant_lowering.get_spec().x8(2) and not quant_lowering.get_spec().x8(1)
@@ -211,4 +212,6 @@ def test_flag_values(cache):
     rvv_inductor.disable()
     assert rvv_inductor.enable()["weights"] == "bf16"
     lin = torch.nn.Linear(4, 4)
-    assert quant_lowering.QuantSpec.parse("int8", None, [lin]).keep_bf16 == (lin.weight.data_ptr(),)
+    assert WeightSpec.parse("int8", None, [lin], keep_by=KEEP_BY_TENSOR).keep_bf16 == (lin.weight.data_ptr(),)
+    with pytest.raises(ValueError, match="GGUF block format"):
+        rvv_inductor.enable(weights="q4_k")

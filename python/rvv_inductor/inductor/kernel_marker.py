@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 
+from .. import _native
+
 _PATTERN = re.compile(r"// rvv_inductor (.+?) micro-GEMM \(kernel headers (\w+)\)")
-_QUANT = re.compile(r"quantized (int8|int4) g(\d+) (\S+)")
+# any weight-format name of the library (weight_formats.inl): lower-case word characters
+_QUANT = re.compile(r"quantized ([a-z0-9_]+) g(\d+) (\S+)")
 
 
 def line(variant: str, digest: str) -> str:
@@ -21,10 +24,10 @@ def line(variant: str, digest: str) -> str:
 
 
 def quant_variant(fmt: str, group_size: int, kernel: str) -> str:
-    """The variant of a quantized kernel (``fmt`` "int8"/"int4", ``group_size`` 0 = per
-    output channel, ``kernel`` its kernel-table name)."""
+    """The variant of a quantized kernel (``fmt`` a weight-format name such as "int4" or
+    "q4_k", ``group_size`` 0 = per output channel, ``kernel`` its kernel-table name)."""
     text = f"quantized {fmt} g{group_size} {kernel}"
-    assert _QUANT.fullmatch(text), text
+    assert _QUANT.fullmatch(text) and fmt != "bf16" and fmt in _native.weight_formats(), text
     return text
 
 

@@ -1,7 +1,7 @@
 """Whole-model ``torch.compile`` with weights quantized at freeze time.
 
 ``rvv_inductor.enable(weights="int8" | "int4", group_size=..., keep_bf16=...)`` sets the
-``QuantSpec`` below. Then, for a GEMM that ``routing.py`` admitted (BF16, static shape,
+``weight_spec.WeightSpec``. Then, for a GEMM that ``routing.py`` admitted (BF16, static shape,
 gate passed, unit-stride activation) and whose weight is a frozen constant
 (``V.graph.constants``, i.e. ``torch._inductor.config.freezing=True`` under
 ``torch.no_grad()``):
@@ -26,9 +26,7 @@ loops on the kernel's output.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
-from typing import Any
 
 import torch
 import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circular-import trap)
@@ -40,9 +38,8 @@ from torch._inductor.utils import parallel_num_threads
 from torch._inductor.virtualized import V
 
 from .. import cpu, quantized
-from ..policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGHT_FORMATS, check_activations,
-                      resolve_activations, x8_applies)
 from ..reasons import Fallback, Policy, record_fallback, record_rvv
+from ..weight_spec import WeightSpec
 from . import kernel_marker
 
 log = logging.getLogger("rvv_inductor")
@@ -50,84 +47,15 @@ log = logging.getLogger("rvv_inductor")
 SCALE_DTYPE = "f16"  # as compile_linears: FP16 scales
 
 
-@dataclasses.dataclass(frozen=True)
-class QuantSpec:
-    """What ``enable(weights=..., group_size=..., keep_bf16=..., activations=...)`` asked for.
-
-    ``keep_bf16`` holds the weights to leave in BF16, identified by their storage
-    (``data_ptr``): a whole-model graph does not know module names, so the caller passes
-    the modules or weight tensors themselves (``keep_bf16=[model.lm_head]``)."""
-
-    format: str = "bf16"
-    group_size: int = 0
-    keep_bf16: tuple[int, ...] = ()
-    activations: str = DEFAULT_ACTIVATIONS  # INT8/INT4 GEMMs with M >= 2: "auto", "int8" or "bf16"
-
-    @classmethod
-    def parse(cls, weights: str, group_size: int | None = None, keep_bf16: Any = (),
-              activations: str | None = None) -> QuantSpec:
-        activations = check_activations(DEFAULT_ACTIVATIONS if activations is None else activations, "enable")
-        if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
-            raise ValueError(f"enable: weights={weights!r} is not one of {', '.join(map(repr, WEIGHT_FORMATS))}")
-        if weights == "bf16":
-            if group_size not in (None, 0):
-                raise ValueError("enable: group_size applies to weights='int8' or 'int4', not 'bf16'")
-            if keep_bf16:
-                raise ValueError("enable: keep_bf16 applies to weights='int8' or 'int4'")
-            return cls()
-        g = DEFAULT_GROUP_SIZE[weights] if group_size is None else group_size
-        if isinstance(g, bool) or not isinstance(g, int) or g not in GROUP_SIZES[weights]:
-            extra = " (0, one scale per output channel, is INT8 only)" if weights == "int4" and g == 0 else ""
-            raise ValueError(f"enable: group_size={g!r} is not supported for {weights}{extra}; "
-                             f"choose one of {GROUP_SIZES[weights]}")
-        return cls(weights, g, _weight_ptrs(keep_bf16), activations)
-
-    @property
-    def quantized(self) -> bool:
-        return self.format != "bf16"
-
-    def key(self) -> str:
-        """A string that changes with every setting (part of Inductor's FX cache key)."""
-        return f"{self.format}:g{self.group_size}:keep{sorted(self.keep_bf16)}:act-{self.activations}"
-
-    def x8(self, m: int) -> bool:
-        """A GEMM of m rows runs the INT8-activation kernel."""
-        return (self.quantized and m > 1 and resolve_activations(self.format, self.activations) == "int8"
-                and x8_applies(self.format, self.group_size))
+_spec = WeightSpec()
 
 
-def _weight_ptrs(keep: Any) -> tuple[int, ...]:
-    if keep is None:
-        return ()
-    if isinstance(keep, (torch.nn.Module, torch.Tensor)):
-        keep = (keep,)
-    if isinstance(keep, str) or not hasattr(keep, "__iter__"):
-        raise ValueError("enable: keep_bf16 takes modules or weight tensors (e.g. keep_bf16=[model.lm_head]): a "
-                         f"whole-model compile does not see module names; got {keep!r}")
-    ptrs = []
-    for item in keep:
-        if isinstance(item, torch.nn.Module):
-            w = getattr(item, "weight", None)
-            if not isinstance(w, torch.Tensor):
-                raise ValueError(f"enable: keep_bf16 module {type(item).__name__} has no weight tensor")
-            ptrs.append(w.data_ptr())
-        elif isinstance(item, torch.Tensor):
-            ptrs.append(item.data_ptr())
-        else:
-            raise ValueError("enable: keep_bf16 takes modules or weight tensors (e.g. keep_bf16=[model.lm_head]); "
-                             f"got {item!r}")
-    return tuple(ptrs)
-
-
-_spec = QuantSpec()
-
-
-def set_spec(spec: QuantSpec) -> None:
+def set_spec(spec: WeightSpec) -> None:
     global _spec
     _spec = spec
 
 
-def get_spec() -> QuantSpec:
+def get_spec() -> WeightSpec:
     return _spec
 
 
@@ -262,7 +190,7 @@ def try_lower(op: str, m: int, n: int, k: int, layout, mat1, mat2, bias):
     if found is None:
         return None  # the BF16 path records why (Defect.NOT_FROZEN)
     name, w_kn = found
-    if w_kn.data_ptr() in spec.keep_bf16 or V.graph.constants[name].data_ptr() in spec.keep_bf16:
+    if spec.keeps_tensor(w_kn.data_ptr(), V.graph.constants[name].data_ptr()):
         record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.KEPT_BF16, name))
         return None
     if spec.group_size and k % spec.group_size:

@@ -26,7 +26,8 @@ TORCH_FREE = {
     "rvv_inductor.inductor.kernel_marker", "rvv_inductor.inductor.paths", "rvv_inductor.inductor.prefix_overlay",
     "rvv_inductor.demo", "rvv_inductor.demo.estimate", "rvv_inductor.demo.models", "rvv_inductor.demo.progress",
     "rvv_inductor.demo.report", "rvv_inductor.demo.worker", "rvv_inductor.demo.llamacpp",
-    "rvv_inductor.calibration", "rvv_inductor.serve",
+    "rvv_inductor.calibration", "rvv_inductor.serve", "rvv_inductor.serve_requests", "rvv_inductor.gguf_checks",
+    "rvv_inductor.weight_spec",
 }
 
 

@@ -1,0 +1,132 @@
+"""load_gguf on the files users have: K-quant mixes made the way a user makes them.
+
+A small random Qwen2/Llama model is written as an F32 GGUF (test_gguf.write_gguf), then
+quantized by Debian's ``llama-quantize`` to Q4_K_M / Q5_K_M / Q4_1 (the file then mixes
+Q4_K or Q5_K with Q6_K, as llama.cpp's mixes do). The loaded model must hold every Linear
+in its file's format, its weights equal to gguf's ``dequantize`` bit for bit, and give the
+logits of a twin holding those dequantized weights in FP32 (4 BF16 ulps); for Qwen2, also
+those of transformers' own GGUF loading of the same file."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from rvv_inductor import cpu, regional
+
+pytestmark = pytest.mark.skipif(not cpu.detect().is_riscv64 or not cpu.detect().has_v,
+                                reason="needs riscv64 with V (emulated or native)")
+gguf = pytest.importorskip("gguf")
+np = pytest.importorskip("numpy")
+pytest.importorskip("transformers")
+
+from rvv_inductor.gguf_load import load_gguf  # noqa: E402
+from test_gguf import (HEADS, KV, LAYERS, VOCAB, FP32Linear, gguf_dequantized, hf_to_gguf,  # noqa: E402
+                       transformers_gguf_model, write_gguf)
+
+Q = gguf.GGMLQuantizationType
+ALL_F32 = {f"blk.{i}.{k}.weight": Q.F32 for i in range(LAYERS)
+           for k in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")}
+ALL_F32["output.weight"] = Q.F32
+
+
+def quantize_file(tmp_path, arch: str, ftype: str):
+    """An F32 GGUF quantized by llama-quantize to ``ftype``, as a user would."""
+    exe = shutil.which("llama-quantize")
+    assert exe, "llama-quantize is missing from the root filesystem (llama.cpp-tools, scripts/rootfs-packages.txt)"
+    src = write_gguf(tmp_path / f"{arch}-f32.gguf", arch=arch, override=ALL_F32)
+    out = tmp_path / f"{arch}-{ftype}.gguf"
+    r = subprocess.run([exe, str(src), str(out), ftype], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def check_against_dequantized(model, path, tol_ulps=4):
+    """Every quantized Linear equals gguf.dequantize bit for bit and is in its file's format;
+    logits equal a twin holding those weights in FP32 within tol_ulps BF16 ulps."""
+    from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
+
+    from rvv_inductor.gguf_load import _unpermute
+
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
+    ref_w = gguf_dequantized(path)
+    if model.config.model_type == "llama":  # llama.cpp's converter permutes q/k rows for its RoPE
+        for i in range(LAYERS):
+            for kind, heads in (("attn_q", HEADS), ("attn_k", KV)):
+                name = f"blk.{i}.{kind}.weight"
+                ref_w[name] = torch.from_numpy(np.ascontiguousarray(_unpermute(ref_w[name].numpy(), heads)))
+    quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}
+    formats = {}
+    for name, layer in quant.items():
+        gname = hf_to_gguf(name)
+        assert layer.format.upper() == types[gname] or (layer.format, types[gname]) in (
+            ("int8", "Q8_0"), ("int4", "Q4_0")), f"{name}: {layer.format} for a {types[gname]} tensor"
+        assert torch.equal(layer.dequantized(), ref_w[gname]), f"{name}: differs from gguf.dequantize"
+        formats[layer.format] = formats.get(layer.format, 0) + 1
+    ref = load_gguf(path)
+    for name, layer in quant.items():
+        parent, _, child = name.rpartition(".")
+        setattr(ref.get_submodule(parent) if parent else ref, child, FP32Linear(ref_w[hf_to_gguf(name)], layer.bias))
+    torch.manual_seed(3)
+    tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS))
+    want = teacher_forced_logits(ref, tokens)
+    got = teacher_forced_logits(model, tokens)
+    tol = tol_ulps * bf16_ulp(want.abs().max().item())
+    print(f"{path.name}: formats {formats}, max logit difference {(got - want).abs().max().item():.4g} (tol {tol:.4g})")
+    assert (got - want).abs().max().item() <= tol
+    return formats, want
+
+
+@pytest.mark.parametrize("arch,ftype,expect", [
+    ("qwen2", "Q4_K_M", {"q4_k", "q6_k"}),
+    ("llama", "Q5_K_M", {"q5_k", "q6_k"}),
+    ("qwen2", "Q4_1", {"q4_1"}),
+])
+def test_llama_quantize_mix_loads_bit_exact(tmp_path, arch, ftype, expect):
+    path = quantize_file(tmp_path, arch, ftype)
+    model = load_gguf(path)
+    formats, _ = check_against_dequantized(model, path)
+    assert expect <= set(formats), f"{ftype}: expected layers in {expect}, got {formats}"
+
+
+def test_q4_k_m_matches_transformers_gguf_loading(tmp_path, monkeypatch):
+    """The same file through transformers' own GGUF loader (it dequantizes Q4_K/Q6_K with
+    gguf): the weights agree bit for bit and the logits within 4 BF16 ulps."""
+    from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
+
+    path = quantize_file(tmp_path, "qwen2", "Q4_K_M")
+    theirs = transformers_gguf_model(monkeypatch, path)
+    model = load_gguf(path)
+    sd = theirs.state_dict()
+    quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}
+    assert any(m.format == "q4_k" for m in quant.values())
+    for name, layer in quant.items():
+        assert torch.equal(layer.dequantized(), sd[name + ".weight"]), f"{name}: differs from transformers'"
+    ref = type(theirs)(theirs.config).to(torch.bfloat16).eval()
+    ref.load_state_dict({k: v.to(torch.bfloat16) for k, v in sd.items()})
+    for name, layer in quant.items():
+        parent, _, child = name.rpartition(".")
+        setattr(ref.get_submodule(parent) if parent else ref, child,
+                FP32Linear(sd[name + ".weight"], sd.get(name + ".bias")))
+    torch.manual_seed(4)
+    tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS))
+    want = teacher_forced_logits(ref, tokens)
+    got = teacher_forced_logits(model, tokens)
+    tol = 4 * bf16_ulp(want.abs().max().item())
+    assert (got - want).abs().max().item() <= tol
+
+
+def test_block_format_layer_refuses_requantization(tmp_path):
+    """A K-quant layer holds the file's blocks: setting its weight is a clear error, and its
+    state_dict weight is the dequantized one."""
+    path = quantize_file(tmp_path, "qwen2", "Q4_K_M")
+    model = load_gguf(path)
+    layer = next(m for m in model.modules() if isinstance(m, regional.RVVQuantLinear) and m.format == "q4_k")
+    w = layer.weight.detach().clone()
+    assert torch.equal(w, layer.dequantized().to(torch.bfloat16))
+    with pytest.raises(ValueError, match="quantizer"):
+        layer.weight = torch.nn.Parameter(w)
+    with pytest.raises(ValueError, match="dequantized"):
+        layer.quantized_tensors()
