@@ -7,7 +7,7 @@
 
     rvv_inductor.compile_linears(model)   # or: only the Linear layers, with packed weights
 
-See README.md for what is routed where, and why. Importing the package does not import
+See docs/architecture.md for what is routed where, and why. Importing the package does not import
 torch; ``compile_linears`` and ``RVVLinear`` load the regional runtime on first use.
 """
 from __future__ import annotations

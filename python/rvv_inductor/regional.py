@@ -710,7 +710,7 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     (prompt, batched decode) per row in blocks of 32, as llama.cpp's Q8_0 activations, and
     multiplies in integers (csrc/rvv_inductor/quant_x8.h; error at most
     sum|w| * max|x_block| / 254 per output); "bf16" keeps the FP path, each product exact in
-    fp32; "auto" (default) is "int8" for INT4 layers and "bf16" for INT8 ones (README, "INT8
+    fp32; "auto" (default) is "int8" for INT4 layers and "bf16" for INT8 ones (docs/kernels-and-formats.md, "INT8
     activations", has the measurements). Decode (M == 1) takes the FP path either way. ``report.activations`` and
     ``report.int8_activation_layers`` say what was chosen; each layer's ``activations``
     attribute can be changed later.

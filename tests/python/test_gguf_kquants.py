@@ -79,24 +79,30 @@ def check_against_dequantized(model, path, tol_ulps=4):
     return formats, want
 
 
+@pytest.fixture(scope="module")
+def q4_k_m(tmp_path_factory):
+    """One Qwen2 Q4_K_M file for the tests of this module (llama-quantize runs once)."""
+    return quantize_file(tmp_path_factory.mktemp("q4km"), "qwen2", "Q4_K_M")
+
+
 @pytest.mark.parametrize("arch,ftype,expect", [
     ("qwen2", "Q4_K_M", {"q4_k", "q6_k"}),
     ("llama", "Q5_K_M", {"q5_k", "q6_k"}),
     ("qwen2", "Q4_1", {"q4_1"}),
 ])
-def test_llama_quantize_mix_loads_bit_exact(tmp_path, arch, ftype, expect):
-    path = quantize_file(tmp_path, arch, ftype)
+def test_llama_quantize_mix_loads_bit_exact(tmp_path, q4_k_m, arch, ftype, expect):
+    path = q4_k_m if (arch, ftype) == ("qwen2", "Q4_K_M") else quantize_file(tmp_path, arch, ftype)
     model = load_gguf(path)
     formats, _ = check_against_dequantized(model, path)
     assert expect <= set(formats), f"{ftype}: expected layers in {expect}, got {formats}"
 
 
-def test_q4_k_m_matches_transformers_gguf_loading(tmp_path, monkeypatch):
+def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
     """The same file through transformers' own GGUF loader (it dequantizes Q4_K/Q6_K with
     gguf): the weights agree bit for bit and the logits within 4 BF16 ulps."""
     from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
 
-    path = quantize_file(tmp_path, "qwen2", "Q4_K_M")
+    path = q4_k_m
     theirs = transformers_gguf_model(monkeypatch, path)
     model = load_gguf(path)
     sd = theirs.state_dict()
@@ -118,11 +124,10 @@ def test_q4_k_m_matches_transformers_gguf_loading(tmp_path, monkeypatch):
     assert (got - want).abs().max().item() <= tol
 
 
-def test_block_format_layer_refuses_requantization(tmp_path):
+def test_block_format_layer_refuses_requantization(q4_k_m):
     """A K-quant layer holds the file's blocks: setting its weight is a clear error, and its
     state_dict weight is the dequantized one."""
-    path = quantize_file(tmp_path, "qwen2", "Q4_K_M")
-    model = load_gguf(path)
+    model = load_gguf(q4_k_m)
     layer = next(m for m in model.modules() if isinstance(m, regional.RVVQuantLinear) and m.format == "q4_k")
     w = layer.weight.detach().clone()
     assert torch.equal(w, layer.dequantized().to(torch.bfloat16))

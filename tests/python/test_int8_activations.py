@@ -126,7 +126,7 @@ def test_report_names_the_choice():
 # The decoder's logits: teacher-forced over a 24-token prompt (one M = 24 call per layer)
 # and 8 decode steps, against the same model with the dequantized weights and BF16
 # activations. INT8 activations add at most sum|w| * dx / 2 per output of every Linear; the
-# bound below is the measured distance with a margin (README, "INT8 activations").
+# bound below is the measured distance with a margin (docs/kernels-and-formats.md, "INT8 activations for the prompt").
 LOGIT_BOUND = 0.04  # relative to max |logit|
 
 

@@ -94,7 +94,9 @@ def _opts(model, **kw) -> Namespace:
 class Client:
     def __init__(self, running) -> None:
         self.url, self.model = running.url, running.model_id
-        self.http = httpx.Client(timeout=900)
+        # No keep-alive: uvicorn closes a connection idle for 5 s, and emulated checks between
+        # requests take longer, so a reused connection could be reset under the next POST.
+        self.http = httpx.Client(timeout=900, limits=httpx.Limits(max_keepalive_connections=0))
 
     def complete(self, prompt: str, max_tokens: int = NEW, **kw) -> str:
         r = self.http.post(f"{self.url}/completions", json=dict(model=self.model, prompt=prompt,
