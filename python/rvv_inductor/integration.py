@@ -25,7 +25,7 @@ from typing import Callable
 
 from . import cpu
 from ._patching import PatchSet
-from .policy import Gate
+from .policy import DEFAULT_ACTIVATIONS, Gate
 from .weight_spec import KEEP_BY_TENSOR, WeightSpec
 
 log = logging.getLogger("rvv_inductor")
@@ -82,7 +82,8 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
 
         spec = None
         if weights is not None or group_size is not None or keep_bf16 is not None or activations is not None:
-            spec = WeightSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16, activations,
+            spec = WeightSpec.parse("bf16" if weights is None else weights, group_size, keep_bf16,
+                                    DEFAULT_ACTIVATIONS if activations is None else activations,
                                     caller="enable", keep_by=KEEP_BY_TENSOR)
         if gate is not None:
             routing.set_gate(gate)

@@ -32,10 +32,11 @@ class WeightSpec:
     activations: str = DEFAULT_ACTIVATIONS  # INT8/INT4 GEMMs with M >= 2: "auto", "int8" or "bf16"
 
     @classmethod
-    def parse(cls, weights: Any, group_size: Any = None, keep_bf16: Any = (), activations: str | None = None, *,
-              caller: str = "compile_linears", keep_by: str = KEEP_BY_NAME) -> WeightSpec:
-        """ValueError naming ``caller`` and the bad argument; else the spec."""
-        activations = check_activations(DEFAULT_ACTIVATIONS if activations is None else activations, caller)
+    def parse(cls, weights: Any, group_size: Any = None, keep_bf16: Any = (), activations: Any = DEFAULT_ACTIVATIONS,
+              *, caller: str = "compile_linears", keep_by: str = KEEP_BY_NAME) -> WeightSpec:
+        """ValueError naming ``caller`` and the bad argument (None included: a caller whose
+        argument may be unset passes the default); else the spec."""
+        activations = check_activations(activations, caller)
         if not isinstance(weights, str) or weights not in WEIGHT_FORMATS:
             hint = ""
             if isinstance(weights, str) and weights.lower() in ("q4_1", "q4_k", "q5_k", "q6_k"):
