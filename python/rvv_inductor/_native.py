@@ -231,8 +231,10 @@ def block_layout(fmt: int, n: int, k: int, nb: int) -> PackedLayout:
     return lay
 
 
+@functools.lru_cache(maxsize=None)
 def weight_formats() -> dict[str, dict]:
-    """Every weight format of the library (weight_formats.inl) by name: its code and traits."""
+    """Every weight format of the library (weight_formats.inl) by name: its code and traits
+    (cached: the library's table is fixed; callers must not modify the dict)."""
     out = {}
     for code in range(1, _MAX_FORMAT_CODE):
         f = WeightFormat()

@@ -23,7 +23,6 @@ FORMAT_CODES = {"int8": RVV_DTYPE_INT8, "int4": RVV_DTYPE_INT4}
 FORMAT_NAMES = {v: k for k, v in FORMAT_CODES.items()}
 
 
-@functools.lru_cache(maxsize=None)
 def weight_formats() -> dict[str, dict]:
     """The library's weight formats by name (csrc/rvv_inductor/weight_formats.inl)."""
     return _native.weight_formats()
