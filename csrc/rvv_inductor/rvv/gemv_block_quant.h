@@ -55,42 +55,31 @@ inline vfloat32m4_t block_combine_m4(vfloat32m4_t acc, vfloat32m4_t gs, const ui
 template <class P, DType F>
 inline void gemv_block_quant_row(const LinearOperands& a, const QuantXRow<P>& xr, void* y) {
   using Fmt = BlockFmt<F>;
-  const int64_t K = a.K, nb = a.nb, nrec = K / Fmt::kSuperRows;
-  const int64_t rec_bytes = int64_t(Fmt::kRecordBytes) * nb, blk_bytes = nrec * rec_bytes;
-  const uint8_t* base = static_cast<const uint8_t*>(a.w);
-  for (int64_t b = a.block_begin; b < a.block_end; ++b) {
-    const int64_t n0 = b * nb;
-    const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
-    const uint8_t* blk = base + b * blk_bytes;
-    for (int64_t j = 0; j < cols;) {
-      const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
-      const size_t vlmax4 = __riscv_vsetvlmax_e32m4();
-      const size_t vl0 = vl < vlmax4 ? vl : vlmax4, vl1 = vl - vl0;
-      vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
-      for (int64_t r = 0; r < nrec; ++r) {
-        const uint8_t* rec = blk + r * rec_bytes;
-        for (int sub = 0; sub < Fmt::kSubs; ++sub) {
-          const int64_t g = r * Fmt::kSubs + sub;
-          const vfloat32m8_t gs = block_sub_dot_m8<P, F>(rec, nb, j, sub, xr.x + g * Fmt::kSubRows, vl);
-          // In two m4 halves, as the INT4 kernel: whole m8 scale and offset temporaries
-          // would make the compiler spill the accumulator.
-          const float xsum = xr.group_sums[g];
-          acc = __riscv_vset_v_f32m4_f32m8(acc, 0,
-                                           block_combine_m4<F>(__riscv_vget_v_f32m8_f32m4(acc, 0),
-                                                               __riscv_vget_v_f32m8_f32m4(gs, 0), rec, nb, j, sub, xsum, vl0));
-          if (vl1)
-            acc = __riscv_vset_v_f32m4_f32m8(
-                acc, 1,
-                block_combine_m4<F>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1), rec, nb,
-                                    j + int64_t(vl0), sub, xsum, vl1));
-        }
+  const int64_t nb = a.nb, nrec = a.K / Fmt::kSuperRows, rec_bytes = int64_t(Fmt::kRecordBytes) * nb;
+  quant_gemv_chunks(a, nrec * rec_bytes, xr.out_scale, y, [&](const uint8_t* blk, int64_t j, size_t vl) {
+    const size_t vlmax4 = __riscv_vsetvlmax_e32m4();
+    const size_t vl0 = vl < vlmax4 ? vl : vlmax4, vl1 = vl - vl0;
+    vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
+    for (int64_t r = 0; r < nrec; ++r) {
+      const uint8_t* rec = blk + r * rec_bytes;
+      for (int sub = 0; sub < Fmt::kSubs; ++sub) {
+        const int64_t g = r * Fmt::kSubs + sub;
+        const vfloat32m8_t gs = block_sub_dot_m8<P, F>(rec, nb, j, sub, xr.x + g * Fmt::kSubRows, vl);
+        // In two m4 halves, as the INT4 kernel: whole m8 scale and offset temporaries
+        // would make the compiler spill the accumulator.
+        const float xsum = xr.group_sums[g];
+        acc = __riscv_vset_v_f32m4_f32m8(acc, 0,
+                                         block_combine_m4<F>(__riscv_vget_v_f32m8_f32m4(acc, 0),
+                                                             __riscv_vget_v_f32m8_f32m4(gs, 0), rec, nb, j, sub, xsum, vl0));
+        if (vl1)
+          acc = __riscv_vset_v_f32m4_f32m8(
+              acc, 1,
+              block_combine_m4<F>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1), rec, nb,
+                                  j + int64_t(vl0), sub, xsum, vl1));
       }
-      if (xr.out_scale != 1.0f) acc = __riscv_vfmul_vf_f32m8(acc, xr.out_scale, vl);
-      if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);
-      store_out<Bf16Soft>(y, a.y_dtype, n0 + j, acc, vl);
-      j += int64_t(vl);
     }
-  }
+    return acc;
+  });
 }
 
 template <class P, DType F>

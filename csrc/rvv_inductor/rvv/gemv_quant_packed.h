@@ -137,11 +137,33 @@ inline vfloat32m4_t quant_combine_m4(vfloat32m4_t acc, vfloat32m4_t gs, const ui
   return __riscv_vfmacc_vv_f32m4(acc, load_scales_m4(sc, f16_scales, vl), gs, vl);
 }
 
-// Walks the column chunks of a's block range for one row of x. For every chunk (vl <=
-// VLMAX(e32, m8) columns) and weight group, group_sum(data, k0, rows, vl) returns the
-// group's sum of x * q over its columns; this adds s * (sum - z * group_sums[g]) into the
-// chunk's accumulator, then stores acc * out_scale (+ bias). Shared by the fp and the
-// int8-activation kernels, which differ only in group_sum.
+// Walks the column chunks (vl <= VLMAX(e32, m8) columns) of a's block range for one row of
+// x: chunk(blk, j, vl) returns the chunk's accumulator (blk: its block's packed bytes, of
+// block_bytes each); this multiplies it by out_scale, adds the bias and stores it. Shared
+// by every quantized GEMV (INT8/INT4 fp and int8-activation, the GGUF block formats).
+template <class Chunk>
+inline void quant_gemv_chunks(const LinearOperands& a, int64_t block_bytes, float out_scale, void* y,
+                              const Chunk& chunk) {
+  const uint8_t* base = static_cast<const uint8_t*>(a.w);
+  for (int64_t b = a.block_begin; b < a.block_end; ++b) {
+    const int64_t n0 = b * a.nb;
+    const int64_t cols = a.N - n0 < a.nb ? a.N - n0 : a.nb;
+    const uint8_t* blk = base + b * block_bytes;
+    for (int64_t j = 0; j < cols;) {
+      const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
+      vfloat32m8_t acc = chunk(blk, j, vl);
+      if (out_scale != 1.0f) acc = __riscv_vfmul_vf_f32m8(acc, out_scale, vl);
+      if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);
+      store_out<Bf16Soft>(y, a.y_dtype, n0 + j, acc, vl);
+      j += int64_t(vl);
+    }
+  }
+}
+
+// For every chunk and weight group, group_sum(data, k0, rows, vl) returns the group's sum
+// of x * q over its columns; this adds s * (sum - z * group_sums[g]) into the chunk's
+// accumulator. Shared by the fp and the int8-activation kernels, which differ only in
+// group_sum.
 template <DType kFormat, class GroupSum>
 inline void quant_gemv_row(const LinearOperands& a, const float* group_sums, float out_scale, void* y,
                            const GroupSum& group_sum) {
@@ -149,41 +171,31 @@ inline void quant_gemv_row(const LinearOperands& a, const float* group_sums, flo
   const QuantSpec q = quant_spec_of(l);
   const bool f16_scales = q.scale_dtype == DType::kF16;
   const int64_t K = a.K, nb = a.nb, gr = quant_group_rows(q, K), G = quant_num_groups(q, K);
-  const int64_t block_bytes = quant_block_bytes(q, K, nb), full = quant_group_bytes(q, nb, gr);
+  const int64_t full = quant_group_bytes(q, nb, gr);
   const int64_t zoff = quant_zeros_offset(nb), doff = quant_data_offset(q, nb);
-  const uint8_t* base = static_cast<const uint8_t*>(a.w);
-  for (int64_t b = a.block_begin; b < a.block_end; ++b) {
-    const int64_t n0 = b * nb;
-    const int64_t cols = a.N - n0 < nb ? a.N - n0 : nb;
-    const uint8_t* blk = base + b * block_bytes;
-    for (int64_t j = 0; j < cols;) {
-      const size_t vl = __riscv_vsetvl_e32m8(size_t(cols - j));
-      const size_t vlmax4 = __riscv_vsetvlmax_e32m4();
-      const size_t vl0 = vl < vlmax4 ? vl : vlmax4, vl1 = vl - vl0;
-      vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
-      for (int64_t g = 0; g < G; ++g) {
-        const uint8_t* rec = blk + g * full;
-        const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
-        const vfloat32m8_t gs = group_sum(rec + doff + j, k0, rows, vl);
-        // acc += s * (gs - z * sum(x)), in two m4 halves: with whole m8 temporaries the
-        // scale and zero point would need 16 more registers and the compiler spills acc.
-        const float xsum = group_sums[g];
-        const uint16_t* sc = reinterpret_cast<const uint16_t*>(rec) + j;
-        const uint8_t* zp = rec + zoff + j;
+  quant_gemv_chunks(a, quant_block_bytes(q, K, nb), out_scale, y, [&](const uint8_t* blk, int64_t j, size_t vl) {
+    const size_t vlmax4 = __riscv_vsetvlmax_e32m4();
+    const size_t vl0 = vl < vlmax4 ? vl : vlmax4, vl1 = vl - vl0;
+    vfloat32m8_t acc = __riscv_vfmv_v_f_f32m8(0.0f, vl);
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* rec = blk + g * full;
+      const int64_t k0 = g * gr, rows = K - k0 < gr ? K - k0 : gr;
+      const vfloat32m8_t gs = group_sum(rec + doff + j, k0, rows, vl);
+      // acc += s * (gs - z * sum(x)), in two m4 halves: with whole m8 temporaries the
+      // scale and zero point would need 16 more registers and the compiler spills acc.
+      const float xsum = group_sums[g];
+      const uint16_t* sc = reinterpret_cast<const uint16_t*>(rec) + j;
+      const uint8_t* zp = rec + zoff + j;
+      acc = __riscv_vset_v_f32m4_f32m8(
+          acc, 0, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 0), __riscv_vget_v_f32m8_f32m4(gs, 0), sc, zp,
+                                            q.zero_points, f16_scales, xsum, vl0));
+      if (vl1)
         acc = __riscv_vset_v_f32m4_f32m8(
-            acc, 0, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 0), __riscv_vget_v_f32m8_f32m4(gs, 0), sc, zp,
-                                              q.zero_points, f16_scales, xsum, vl0));
-        if (vl1)
-          acc = __riscv_vset_v_f32m4_f32m8(
-              acc, 1, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1),
-                                                sc + vl0, zp + vl0, q.zero_points, f16_scales, xsum, vl1));
-      }
-      if (out_scale != 1.0f) acc = __riscv_vfmul_vf_f32m8(acc, out_scale, vl);
-      if (a.bias) acc = __riscv_vfadd_vv_f32m8(acc, bias_m8<Bf16Soft>(a.bias, a.bias_dtype, n0 + j, vl), vl);
-      store_out<Bf16Soft>(y, a.y_dtype, n0 + j, acc, vl);
-      j += int64_t(vl);
+            acc, 1, quant_combine_m4<kFormat>(__riscv_vget_v_f32m8_f32m4(acc, 1), __riscv_vget_v_f32m8_f32m4(gs, 1),
+                                              sc + vl0, zp + vl0, q.zero_points, f16_scales, xsum, vl1));
     }
-  }
+    return acc;
+  });
 }
 
 template <class P, DType kFormat>
