@@ -29,7 +29,8 @@
 # = with zero points; the GGUF block formats q4_1, q4_k, q5_k, q6_k, stored at the file's
 # bytes; llama.cpp's q8_0, q4_0, q4_1, q4_k, q5_k, q6_k, f16, bf16); layout packed |
 # rowmajor; act what the multiply-adds take X as: bf16, or int8 when the kernel quantizes X
-# dynamically (linear_bench --x-int8, int4 decode; llama.cpp's quantized types always: to
+# dynamically (linear_bench --x-int8, int4 decode; --x-int8-gemm, the block formats' GEMM at
+# M >= 2; llama.cpp's quantized types always: to
 # Q8_0, Q8_1 for Q4_1, Q8_K for the K-quants), f16/bf16 for llama.cpp's F16/BF16. The
 # K-quants need K a multiple of 256 (the Qwen2.5-1.5B shapes are; other K skip them). The int8/int4 rows are run only when bench/linear_bench
 # accepts --weights (probed), the int8-activation rows only when --x-int8 selects a kernel.
@@ -255,6 +256,10 @@ for s in "${SHAPES[@]}"; do
       for M in "${QMS[@]}"; do plan rvv "$2" "$1" packed 256 "$M" "$K" "$N"; done
       # INT4 decode with int8 activations (the kernel is in the plain-V variant).
       [ $x8 = 1 ] && [ "$2" = rvv ] && [[ $1 == int4-* ]] && plan rvv rvv "$1" packed 256 1 "$K" "$N" int8
+      # The block formats' prompt GEMM with int8 activations (--x-int8-gemm, plain V), M >= 2.
+      if [ "$2" = rvv ] && [[ $1 == q* ]]; then
+        for M in "${QMS[@]}"; do [ "$M" -ge 2 ] && plan rvv rvv "$1" packed 256 "$M" "$K" "$N" int8; done
+      fi
     fi
   done
   # llama.cpp: Q8_0/Q4_0 (and the GGUF block formats' peers Q4_1, Q4_K, Q5_K, Q6_K) weights
@@ -303,6 +308,7 @@ run_job() {  # impl isa fmt layout vlen M K N Nfull role act
   if [ "$impl" != llamacpp ] && [ "$act" = int8 ]; then
     name="${impl}-${isa}-${fmt}-${lay}-x8-v${vlen}-m${M}-k${K}-n${Nfull}-${role}"
     xa=(--x-int8)
+    [ "$M" -ge 2 ] && xa=(--x-int8-gemm)  # M >= 2: the INT8-activation GEMM (quant_x8.h)
   fi
   [ $resume = 1 ] && [ -f "$RAW/$name.json" ] && return 0
   local cpu pv tmp sysroot prog extra="" t0=$SECONDS

@@ -9,7 +9,8 @@
 //   kind    gemv: packed weight, M == 1   gemm: packed weight, M >= 2
 //           rowmajor: unpacked bf16 W[N, K], any M
 //           gemv_x8: packed weight, M == 1, activations quantized to int8 (opt-in)
-//           gemm_x8: packed weight, M >= 2, activations quantized to int8 per 32 (quant_x8.h)
+//           gemm_x8: packed weight, M >= 2, activations quantized to int8 per 32 (quant_x8.h;
+//                    INT4, INT8 and the block formats)
 //   tile    rows x LMUL of the register tile, for the name (e.g. 6xm4: 6 rows of e32 m4)
 //   fn      Status(const LinearOperands&) in rvv_inductor::rvv, in parentheses
 //
@@ -48,6 +49,10 @@ RVV_KERNEL(rvv,       q5_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF32, DT
 RVV_KERNEL(rvv,       q5_k,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kQ5_K>))
 RVV_KERNEL(rvv,       q6_k,  gemv,     1xm8, (gemv_block_quant_1xm8<QuantF32, DType::kQ6_K>))
 RVV_KERNEL(rvv,       q6_k,  gemm,     4xm4, (gemm_quant_packed_4xm4<DType::kQ6_K>))
+RVV_KERNEL(rvv,       q4_1,  gemm_x8,  4xm4, (gemm_quant_x8_packed<DType::kQ4_1>))
+RVV_KERNEL(rvv,       q4_k,  gemm_x8,  4xm4, (gemm_quant_x8_packed<DType::kQ4_K>))
+RVV_KERNEL(rvv,       q5_k,  gemm_x8,  3xm4, (gemm_quant_x8_packed<DType::kQ5_K>))
+RVV_KERNEL(rvv,       q6_k,  gemm_x8,  3xm4, (gemm_quant_x8_packed<DType::kQ6_K>))
 
 // Elementwise bf16 <-> fp32 conversions of a variant, with its widen/narrow policy
 // (rvv/bf16_widen.h). A variant without a line uses the next one that has one.

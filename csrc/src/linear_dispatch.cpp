@@ -165,13 +165,13 @@ Status run_one(const LinearOperands& a, const detail::KernelEntry* k, DType form
   if (k) return k->fn(a);
   if (a.weight_layout == WeightLayout::kRowMajor) return ref::linear_bf16_rowmajor_ref(a);
   if (format == DType::kBF16) return ref::linear_bf16_packed_ref(a);
-  if (is_block_format(format)) return ref::linear_block_quant_ref(a);
   if (x8_gemm_requested(a)) {
     // As the vector kernel: a row with Inf/NaN sends the whole call to the fp path.
     bool finite = true;
     for (int64_t m = 0; m < a.M && finite; ++m) finite = bf16_row_finite(a.x + m * a.ldx, a.K);
-    if (finite) return ref::linear_quant_x8_ref(a);
+    if (finite) return is_block_format(format) ? ref::linear_block_quant_x8_ref(a) : ref::linear_quant_x8_ref(a);
   }
+  if (is_block_format(format)) return ref::linear_block_quant_ref(a);
   return ref::linear_quant_packed_ref(a);
 }
 
@@ -420,10 +420,11 @@ const char* selected_kernel_name(const LinearProblem& p, const rvv_cpu_features&
   const detail::KernelEntry* k = kernel_for(p, format, cpu, nullptr);
   if (k) return k->name;
   if (p.weight_layout == WeightLayout::kRowMajor) return "scalar/bf16/rowmajor";
-  if (x8_gemm_requested(p)) return format == DType::kInt4 ? "scalar/int4/gemm_x8" : "scalar/int8/gemm_x8";
-  // "scalar/<format>/gemv|gemm", the format's name from weight_formats.inl.
+  const bool x8 = x8_gemm_requested(p);
+  // "scalar/<format>/gemv|gemm|gemm_x8", the format's name from weight_formats.inl.
 #define RVV_WEIGHT_FORMAT(name, code, ...) \
-  if (format == DType(code)) return p.M == 1 ? "scalar/" #name "/gemv" : "scalar/" #name "/gemm";
+  if (format == DType(code))               \
+    return x8 ? "scalar/" #name "/gemm_x8" : p.M == 1 ? "scalar/" #name "/gemv" : "scalar/" #name "/gemm";
 #include "rvv_inductor/weight_formats.inl"
 #undef RVV_WEIGHT_FORMAT
   return nullptr;

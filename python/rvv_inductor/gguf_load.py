@@ -169,9 +169,10 @@ def _replace_module(model, name: str, layer) -> None:
 def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS):
     """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode.
 
-    ``activations``: how its Q8_0/Q4_0 layers treat X at M >= 2 (prompt, batched decode),
+    ``activations``: how its quantized layers treat X at M >= 2 (prompt, batched decode),
     as in ``compile_linears``: "int8" (per 32 values, as llama.cpp does with these files),
-    "bf16" (the FP path) or "auto" (default: int8 for Q4_0, bf16 for Q8_0).
+    "bf16" (the FP path) or "auto" (default: int8 for Q4_0, Q4_1 and the K-quants, bf16
+    for Q8_0).
 
     Memory: the model is built on the meta device and filled tensor by tensor, each read
     from the file into a buffer of its own size; Q8_0/Q4_0 Linear weights go from the

@@ -139,10 +139,13 @@ GROUP_SIZES = {"int8": (0, 32, 64, 128, 256), "int4": (32, 64, 128)}
 #         multiplied in integers (csrc/rvv_inductor/quant_x8.h): the prompt and batched
 #         decode at the int8 datapath. Decode (M == 1) is DRAM-bound and keeps the FP path.
 # "bf16": the FP path everywhere: each product exact in fp32.
-# "auto" (the default): "int8" for INT4 weights, "bf16" for INT8 weights. Measured (docs/kernels-and-formats.md,
-#         "INT8 activations"): with INT4 weights INT8 activations add ~7 % of the weights'
-#         own logit error for ~2x on the prompt's GEMMs; with INT8 weights about two thirds
-#         of it for ~1.1x (int8 x int8 runs at the FP32 rate).
+# "auto" (the default): "int8" for INT4 weights and the GGUF block formats (Q4_1, Q4_K, Q5_K,
+#         Q6_K), "bf16" for INT8 weights. Measured (docs/kernels-and-formats.md, "INT8
+#         activations"): with INT4 weights INT8 activations add ~7 % of the weights' own
+#         logit error for ~2x on the prompt's GEMMs; with INT8 weights about two thirds of
+#         it for ~1.1x (int8 x int8 runs at the FP32 rate). The block formats are what
+#         llama.cpp runs with 8-bit activations (its Q8_K), and their FP GEMM decodes each
+#         weight once per row tile, which the INT8 GEMM does once per row block.
 ACTIVATIONS = ("auto", "int8", "bf16")
 DEFAULT_ACTIVATIONS = "auto"
 # The C ABI's option bit for "int8" (RVV_LINEAR_X_INT8_GEMM, csrc/rvv_inductor/capi.h).
@@ -157,16 +160,20 @@ def check_activations(activations, who: str) -> str:
 
 
 def resolve_activations(fmt: str, activations: str) -> str:
-    """What a layer of weight format ``fmt`` does at M >= 2: "int8" or "bf16"."""
+    """What a layer of weight format ``fmt`` (bf16, int8, int4 or a GGUF block format such
+    as q4_k) does at M >= 2: "int8" or "bf16"."""
+    if fmt == "bf16":
+        return "bf16"
     if activations == "auto":
-        return "int8" if fmt == "int4" else "bf16"
-    # The INT8-activation GEMM covers INT8/INT4 only: other formats keep the FP path.
-    return activations if fmt in ("int8", "int4") else "bf16"
+        return "bf16" if fmt == "int8" else "int8"
+    return activations
 
 
 def x8_applies(fmt: str, group_size: int) -> bool:
     """The INT8-activation GEMM covers this weight format (quant_x8.h: groups of whole
-    32-element blocks; 0 is per channel, INT8 only)."""
+    32-element blocks; 0 is per channel, INT8 only; every GGUF block format)."""
+    if fmt not in WEIGHT_FORMATS:
+        return True  # a block format (its sub-blocks are 32 or 16 rows)
     if fmt == "int4":
         return group_size > 0 and group_size % 32 == 0
     return fmt == "int8" and group_size % 32 == 0

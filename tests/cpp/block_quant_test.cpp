@@ -3,7 +3,9 @@
 // (written from gguf-py's dequantize, not from block_quant.h), bit for bit; every kernel
 // of the table for these formats (each ISA variant the CPU has, plus the scalar code)
 // against an FP64 product of the dequantized weights, over N tails, nb, M, bias and output
-// dtypes; the GEMM's K blocks; the layout's validation and the C ABI.
+// dtypes; the GEMM's K blocks; the layout's validation and the C ABI. The INT8-activation
+// GEMM (quant_x8.h) against an FP64 product of activations quantized here from the
+// definition, bit for bit against its scalar reference, and over its blocking.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "rvv_inductor/capi.h"
 #include "rvv_inductor/linear.h"
 #include "rvv_inductor/quant_packing.h"
+#include "rvv_inductor/quant_x8.h"
 #include "test_util.h"
 
 namespace {
@@ -288,6 +291,121 @@ TEST(BlockQuantKernels, NonFiniteActivationsFollowIeee) {
   }
 }
 
+// The INT8-activation GEMM on the block formats: FP64 Y on x_q * dx (quantized by
+// quantcase::quantize_row, from the definition) and the file's weights. abs_sum: what the
+// kernel rounds in fp32, per sub-block s * dx * isum and o' * dx * sum x_q (o' = o + c s).
+RefMatrix block_x8_reference(const BlockWeight& bw, const std::vector<uint16_t>& x, int64_t M, const void* bias) {
+  const WeightFormatTraits& t = *weight_format(bw.f);
+  const int64_t R = t.block_rows, c = int64_t(1) << (t.bits - 1);
+  RefMatrix r;
+  r.value.assign(size_t(M * bw.N), 0.0);
+  r.abs_sum.assign(size_t(M * bw.N), 0.0);
+  r.terms = 3 * (bw.K / R) + 2;
+  for (int64_t m = 0; m < M; ++m) {
+    const quantcase::QuantRow qr = quantcase::quantize_row(x.data() + m * bw.K, bw.K);
+    for (int64_t n = 0; n < bw.N; ++n) {
+      const double b = bias_value(bias, DType::kBF16, n);
+      double s = b, a = std::fabs(b);
+      for (int64_t k0 = 0; k0 < bw.K; k0 += R) {
+        const BlockElementRef e = block_element_ref(bw.packed.data(), bw.layout, n, k0);
+        const BlockParams p = block_params(bw.f, e.rec, bw.nb, e.c, e.row);
+        // |s q'| <= c |s|, |o'| <= |o| + c |s|: per element at most what the two terms hold.
+        const double bound = 2.0 * double(c) * std::fabs(double(p.scale)) + std::fabs(double(p.offset));
+        for (int64_t k = k0; k < k0 + R; ++k) {
+          const double xv = double(qr.q[size_t(k)]) * qr.dx[size_t(k / 32)];
+          s += xv * bw.w[size_t(n * bw.K + k)];
+          a += std::fabs(xv) * bound;
+        }
+      }
+      r.value[size_t(m * bw.N + n)] = s;
+      r.abs_sum[size_t(m * bw.N + n)] = a;
+    }
+  }
+  return r;
+}
+
+std::vector<Variant> x8_block_variants(DType f) {
+  std::vector<Variant> v = variants_for(f, KernelKind::kGemmX8);
+#if defined(__riscv)
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (hw.has_v) EXPECT_GE(v.size(), 2u) << weight_format(f)->name << ": an RVV CPU lists the INT8-activation GEMM";
+#endif
+  return v;
+}
+
+LinearProblem block_problem(const BlockWeight& bw, const std::vector<uint16_t>& x, int64_t M, std::vector<float>& y) {
+  LinearProblem p{};
+  p.M = M, p.N = bw.N, p.K = bw.K, p.x = x.data(), p.ldx = bw.K;
+  p.weight_layout = WeightLayout::kPacked, p.w = bw.packed.data(), p.layout = &bw.layout;
+  p.y = y.data(), p.ldy = bw.N, p.y_dtype = DType::kF32, p.block_end = -1, p.x_int8 = kX8Gemm;
+  return p;
+}
+
+TEST(BlockQuantX8, KernelsMatchTheReferenceBitForBitAndFp64) {
+  std::mt19937 rng(77);
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  int compared = 0, cases = 0;
+  for (DType f : kFormats)
+    for (int64_t M : {2, 3, 5, 9})
+      for (int64_t nb : {preferred_nb(hw), int64_t(17)}) {
+        const int64_t S = weight_format(f)->super_rows, N = M == 9 ? 77 : 40, K = M % 2 ? S : 2 * S;
+        const BlockWeight bw = make_weight(rng, f, N, K, nb);
+        std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+        x[size_t(K / 3)] = f32_to_bf16(-40.0f);  // an outlier: a coarse step for its block
+        const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(N));
+        const bool with_bias = M != 3;
+        const RefMatrix ref = block_x8_reference(bw, x, M, with_bias ? bias.data() : nullptr);
+        const std::string what = std::string(weight_format(f)->name) + " M=" + std::to_string(M) + " N=" +
+                                 std::to_string(N) + " K=" + std::to_string(K) + " nb=" + std::to_string(nb);
+        std::vector<float> want;
+        ++cases;
+        for (const Variant& var : x8_block_variants(f)) {
+          std::vector<float> y(size_t(M * N), -7.0f);
+          LinearProblem p = block_problem(bw, x, M, y);
+          if (with_bias) p.bias = bias.data(), p.bias_dtype = DType::kBF16;
+          char err[256] = "";
+          ASSERT_EQ(linear_bf16(p, var.cpu, nullptr, err, sizeof err), Status::kOk) << var.name << " " << what << err;
+          const char* name = selected_kernel_name(p, var.cpu);
+          ASSERT_NE(name, nullptr);
+          EXPECT_NE(std::string(name).find("gemm_x8"), std::string::npos) << name << " " << what;
+          EXPECT_TRUE(check_output(ref, y.data(), DType::kF32, N, M, N, 0, N)) << var.name << " " << what;
+          if (want.empty()) {
+            want = y;  // the scalar reference
+          } else {
+            ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float))) << var.name << " " << what;
+            ++compared;
+          }
+        }
+      }
+#if defined(__riscv)
+  if (hw.has_v) EXPECT_GE(compared, cases);
+#endif
+}
+
+// Inf or NaN in a row: the whole call takes the fp path, bit for bit the call without
+// x_int8. M == 1 never takes it.
+TEST(BlockQuantX8, NonFiniteRowsAndGemvTakeTheFpPath) {
+  std::mt19937 rng(78);
+  for (DType f : kFormats) {
+    const int64_t N = 33, K = weight_format(f)->super_rows;
+    const BlockWeight bw = make_weight(rng, f, N, K, 16);
+    std::vector<uint16_t> x = random_bf16_vector(rng, size_t(3 * K));
+    x[size_t(K + 7)] = f32_to_bf16(f == DType::kQ6_K ? NAN : INFINITY);
+    for (const Variant& var : x8_block_variants(f)) {
+      std::vector<float> y8(size_t(3 * N)), yf(size_t(3 * N));
+      LinearProblem p = block_problem(bw, x, 3, y8);
+      ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
+      p.y = yf.data(), p.x_int8 = 0;
+      ASSERT_EQ(linear_bf16(p, var.cpu), Status::kOk);
+      EXPECT_EQ(0, std::memcmp(y8.data(), yf.data(), y8.size() * sizeof(float))) << var.name << " " << weight_format(f)->name;
+      p.M = 1, p.x_int8 = kX8Gemm;
+      EXPECT_EQ(std::string(selected_kernel_name(p, var.cpu)).find("x8"), std::string::npos) << var.name;
+    }
+  }
+}
+
 #if defined(__riscv)
 // The GEMM's K blocks hold whole sub-blocks; blocked and unblocked runs agree bit for bit,
 // and a K block that splits a sub-block is refused.
@@ -316,6 +434,43 @@ TEST(BlockQuantKernels, GemmBlockingIsExact) {
           << weight_format(f)->name << " kc=" << kc;
     }
     EXPECT_EQ(quant_gemm_entry_rvv(a, 4, sub + 2, 1), Status::kBadShape) << weight_format(f)->name;
+  }
+}
+
+// Forced small blocks (rows, K, columns) give the default blocking's bits.
+TEST(BlockQuantX8, BlockingIsExactAtEveryBoundary) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V extension: the RVV GEMM cannot run here (the scalar path is tested above)";
+  std::mt19937 rng(79);
+  for (DType f : kFormats) {
+    const int64_t N = 50, K = 2 * weight_format(f)->super_rows, nb = 16;
+    const BlockWeight bw = make_weight(rng, f, N, K, nb);
+    for (int64_t M : {2, 7, 13}) {
+      const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+      LinearOperands a{};
+      a.M = M, a.N = N, a.K = K, a.x = x.data(), a.ldx = K;
+      a.weight_layout = WeightLayout::kPacked, a.w = bw.packed.data(), a.layout = &bw.layout, a.nb = nb;
+      a.ldy = N, a.y_dtype = DType::kF32, a.block_begin = 0, a.block_end = bw.layout.num_blocks, a.x_int8 = kX8Gemm;
+      std::vector<float> whole(size_t(M * N), -7.0f);
+      a.y = whole.data();
+      ASSERT_EQ(quant_x8_gemm_entry_rvv(a, M, K, bw.layout.num_blocks), Status::kOk);
+      ASSERT_TRUE(check_output(block_x8_reference(bw, x, M, nullptr), whole.data(), DType::kF32, N, M, N, 0, N));
+      int64_t mc0, kc0, ncb0, step, mr, vlmax;
+      quant_x8_default_blocking_rvv(a, &mc0, &kc0, &ncb0, &step, &mr, &vlmax);
+      EXPECT_EQ(step, 32);
+      for (int64_t mc : {mr, M})
+        for (int64_t kc : {step, 3 * step, K})
+          for (int64_t ncb : {int64_t(1), int64_t(3)}) {
+            std::vector<float> y(size_t(M * N), -7.0f);
+            a.y = y.data();
+            const std::string what = std::string(weight_format(f)->name) + " M=" + std::to_string(M) +
+                                     " mc=" + std::to_string(mc) + " kc=" + std::to_string(kc) + " ncb=" + std::to_string(ncb);
+            ASSERT_EQ(quant_x8_gemm_entry_rvv(a, mc, kc, ncb), Status::kOk) << what;
+            ASSERT_EQ(0, std::memcmp(y.data(), whole.data(), y.size() * sizeof(float))) << what;
+          }
+      EXPECT_EQ(quant_x8_gemm_entry_rvv(a, mr, step + 16, 1), Status::kBadShape) << weight_format(f)->name;
+    }
   }
 }
 #endif

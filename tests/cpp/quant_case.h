@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -121,6 +122,30 @@ inline std::vector<Variant> variants_for(DType format, KernelKind kind = KernelK
   for (const KernelInfo& k : ks)
     if (k.format == format && k.kind == kind) out.push_back({k.name, features_for_path(k.path, hw.vlenb)});
   return out;
+}
+
+// x_q and dx of one row, from the definition in quant_x8.h (not from its code).
+struct QuantRow {
+  std::vector<int> q;
+  std::vector<float> dx;
+};
+inline QuantRow quantize_row(const uint16_t* x, int64_t K) {
+  QuantRow r{std::vector<int>(size_t(K)), {}};
+  for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    float amax = 0;
+    for (int64_t k = k0; k < std::min(K, k0 + 32); ++k) amax = std::max(amax, std::fabs(bf16_to_f32(x[k])));
+    const bool tiny = amax < std::ldexp(1.0f, -96);
+    r.dx.push_back(tiny ? 0.0f : amax / 127.0f);
+    const float inv = tiny ? 0.0f : 127.0f / amax;
+    for (int64_t k = k0; k < std::min(K, k0 + 32); ++k) {
+      const float v = bf16_to_f32(x[k]) * inv;
+      const float f = std::floor(v), d = v - f;  // round half to even, by hand
+      int q = int(f) + (d > 0.5f || (d == 0.5f && (int64_t(f) & 1)) ? 1 : 0);
+      EXPECT_LE(std::abs(q), 127);
+      r.q[size_t(k)] = q;
+    }
+  }
+  return r;
 }
 
 }  // namespace quantcase

@@ -31,17 +31,36 @@ void quant_gemm_default_blocking_rvv(int64_t M, int64_t K, int64_t nb, int64_t g
 
 ri::Status quant_x8_gemm_entry_rvv(const ri::LinearOperands& a, int64_t mc, int64_t kc, int64_t nc_blocks) {
   const ri::rvv::X8Blocking bk{mc, kc, nc_blocks};
-  return ri::quant_spec_of(*a.layout).format == ri::DType::kInt4 ? ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt4>(a, bk)
-                                              : ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt8>(a, bk);
+  switch (ri::DType(a.layout->dtype)) {
+    case ri::DType::kInt4: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt4>(a, bk);
+    case ri::DType::kInt8: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt8>(a, bk);
+    case ri::DType::kQ4_1: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ4_1>(a, bk);
+    case ri::DType::kQ4_K: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ4_K>(a, bk);
+    case ri::DType::kQ5_K: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ5_K>(a, bk);
+    case ri::DType::kQ6_K: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ6_K>(a, bk);
+    default: return ri::Status::kBadDtype;
+  }
+}
+
+template <ri::DType F>
+static void x8_default_blocking(const ri::LinearOperands& a, int64_t* mc, int64_t* kc, int64_t* nc_blocks,
+                                int64_t* kc_step, int64_t* tile_rows, int64_t* vlmax) {
+  const ri::rvv::X8Geometry geo = ri::rvv::x8_geometry<F>(*a.layout, a.K, a.nb);
+  *tile_rows = ri::rvv::x8_tile_rows<F>();
+  *kc_step = geo.step;
+  *vlmax = int64_t(__riscv_vsetvlmax_e32m4());
+  const ri::rvv::X8Blocking bk = ri::rvv::x8_gemm_blocking(a.M, a.K, a.nb, geo.step, geo.panel, int(*tile_rows), *vlmax);
+  *mc = bk.mc, *kc = bk.kc, *nc_blocks = bk.nc_blocks;
 }
 
 void quant_x8_default_blocking_rvv(const ri::LinearOperands& a, int64_t* mc, int64_t* kc, int64_t* nc_blocks,
                                    int64_t* kc_step, int64_t* tile_rows, int64_t* vlmax) {
-  const ri::QuantSpec q = ri::quant_spec_of(*a.layout);
-  const bool int4 = q.format == ri::DType::kInt4;
-  *tile_rows = int4 ? ri::rvv::x8_tile_rows<ri::DType::kInt4>() : ri::rvv::x8_tile_rows<ri::DType::kInt8>();
-  *kc_step = ri::rvv::x8_k_step(q, a.K);
-  *vlmax = int64_t(__riscv_vsetvlmax_e32m4());
-  const ri::rvv::X8Blocking bk = ri::rvv::x8_gemm_blocking(a.M, a.K, a.nb, *kc_step, int4, int(*tile_rows), *vlmax);
-  *mc = bk.mc, *kc = bk.kc, *nc_blocks = bk.nc_blocks;
+  switch (ri::DType(a.layout->dtype)) {
+    case ri::DType::kInt4: return x8_default_blocking<ri::DType::kInt4>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
+    case ri::DType::kQ4_1: return x8_default_blocking<ri::DType::kQ4_1>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
+    case ri::DType::kQ4_K: return x8_default_blocking<ri::DType::kQ4_K>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
+    case ri::DType::kQ5_K: return x8_default_blocking<ri::DType::kQ5_K>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
+    case ri::DType::kQ6_K: return x8_default_blocking<ri::DType::kQ6_K>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
+    default: return x8_default_blocking<ri::DType::kInt8>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
+  }
 }

@@ -37,30 +37,6 @@ std::vector<Variant> x8_variants(DType format) {
   return v;
 }
 
-// x_q and dx of one row, from the definition in quant_x8.h (not from its code).
-struct QuantRow {
-  std::vector<int> q;
-  std::vector<float> dx;
-};
-QuantRow quantize_row(const uint16_t* x, int64_t K) {
-  QuantRow r{std::vector<int>(size_t(K)), {}};
-  for (int64_t k0 = 0; k0 < K; k0 += 32) {
-    float amax = 0;
-    for (int64_t k = k0; k < std::min(K, k0 + 32); ++k) amax = std::max(amax, std::fabs(bf16_to_f32(x[k])));
-    const bool tiny = amax < std::ldexp(1.0f, -96);
-    r.dx.push_back(tiny ? 0.0f : amax / 127.0f);
-    const float inv = tiny ? 0.0f : 127.0f / amax;
-    for (int64_t k = k0; k < std::min(K, k0 + 32); ++k) {
-      const float v = bf16_to_f32(x[k]) * inv;
-      const float f = std::floor(v), d = v - f;  // round half to even, by hand
-      int q = int(f) + (d > 0.5f || (d == 0.5f && (int64_t(f) & 1)) ? 1 : 0);
-      EXPECT_LE(std::abs(q), 127);
-      r.q[size_t(k)] = q;
-    }
-  }
-  return r;
-}
-
 // FP64 Y on the quantized activations. abs_sum: the magnitudes the kernel's fp32 steps
 // round (per block |dx * isum * s|, the zero-point term per group, the bias); terms: the
 // number of fp32 steps per output.

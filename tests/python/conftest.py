@@ -40,6 +40,23 @@ def _arm_watchdog():
         faulthandler.dump_traceback_later(TEST_TIMEOUT_S, exit=True, file=_watchdog_out or sys.stderr)
 
 
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::")[0]
+    _file_seconds[path] = _file_seconds.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Seconds per test file (setup, call and teardown): scripts/test's shard weights
+    (torch_test_minutes) are read off this."""
+    if len(_file_seconds) > 1:
+        terminalreporter.write_sep("=", "seconds per file")
+        for path, s in sorted(_file_seconds.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{s:8.1f}  {path}")
+
+
 @pytest.fixture(scope="session")
 def watchdog():
     """A callable that restarts the running test's watchdog: for a fixture made of several

@@ -4,8 +4,11 @@ A small random Qwen2/Llama model is written as an F32 GGUF (test_gguf.write_gguf
 quantized by Debian's ``llama-quantize`` to Q4_K_M / Q5_K_M / Q4_1 (the file then mixes
 Q4_K or Q5_K with Q6_K, as llama.cpp's mixes do). The loaded model must hold every Linear
 in its file's format, its weights equal to gguf's ``dequantize`` bit for bit, and give the
-logits of a twin holding those dequantized weights in FP32 (4 BF16 ulps); for Qwen2, also
-those of transformers' own GGUF loading of the same file."""
+logits of a twin holding those dequantized weights in FP32 (4 BF16 ulps, on the FP path:
+activations="bf16"); for Qwen2, also those of transformers' own GGUF loading of the same
+file. With the default activations the prompt's GEMMs quantize X to int8 (quant_x8.h), as
+llama.cpp does with these files: within test_int8_activations' bound of the same twin,
+and farther from it than the FP path."""
 from __future__ import annotations
 
 import shutil
@@ -76,7 +79,7 @@ def check_against_dequantized(model, path, tol_ulps=4):
     tol = tol_ulps * bf16_ulp(want.abs().max().item())
     print(f"{path.name}: formats {formats}, max logit difference {(got - want).abs().max().item():.4g} (tol {tol:.4g})")
     assert (got - want).abs().max().item() <= tol
-    return formats, want
+    return formats, want, got, tokens
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +95,21 @@ def q4_k_m(tmp_path_factory):
 ])
 def test_llama_quantize_mix_loads_bit_exact(tmp_path, q4_k_m, arch, ftype, expect):
     path = q4_k_m if (arch, ftype) == ("qwen2", "Q4_K_M") else quantize_file(tmp_path, arch, ftype)
-    model = load_gguf(path)
-    formats, _ = check_against_dequantized(model, path)
+    from test_int8_activations import LOGIT_BOUND
+    from test_transformers import teacher_forced_logits
+
+    model = load_gguf(path, activations="bf16")
+    formats, want, got16, tokens = check_against_dequantized(model, path)
     assert expect <= set(formats), f"{ftype}: expected layers in {expect}, got {formats}"
+    model8 = load_gguf(path)  # "auto": INT8 activations for every block format
+    layers8 = [m for m in model8.modules() if isinstance(m, regional.RVVQuantLinear)]
+    assert layers8 and all(m.activations_used == "int8" for m in layers8), {m.format: m.activations_used
+                                                                           for m in layers8}
+    got8 = teacher_forced_logits(model8, tokens)
+    scale = want.abs().max().item()
+    d8, d16 = (got8 - want).abs().max().item() / scale, (got16 - want).abs().max().item() / scale
+    print(f"{ftype}: max |logit - FP32 twin| / max|logit|: INT8 activations {d8:.4f}, BF16 {d16:.4f}")
+    assert d16 < d8 <= LOGIT_BOUND
 
 
 def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
@@ -104,7 +119,7 @@ def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
 
     path = q4_k_m
     theirs = transformers_gguf_model(monkeypatch, path)
-    model = load_gguf(path)
+    model = load_gguf(path, activations="bf16")
     sd = theirs.state_dict()
     quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}
     assert any(m.format == "q4_k" for m in quant.values())

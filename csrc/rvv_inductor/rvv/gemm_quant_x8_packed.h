@@ -40,6 +40,7 @@
 #include "rvv_inductor/quant_x8.h"
 #include "rvv_inductor/rvv/bf16_widen.h"
 #include "rvv_inductor/rvv/epilogue.h"
+#include "rvv_inductor/rvv/gemm_block_quant_x8.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
 #include "rvv_inductor/rvv/quant_widen.h"
 #include "rvv_inductor/scratch.h"
@@ -48,9 +49,11 @@
 RVV_INDUCTOR_BEGIN_NAMESPACE
 namespace rvv {
 
-// Activation rows per tile.
+// Activation rows per tile: 4 where a block sums in int16 (INT4, Q4_1, Q4_K), else 3
+// (the int32 sums take the registers of the fourth row).
 template <DType kFormat>
 constexpr int x8_tile_rows() {
+  if constexpr (is_block_format(kFormat)) return x8_int16_rows(kFormat) >= kX8BlockRows ? 4 : 3;
   return kFormat == DType::kInt4 ? 4 : 3;
 }
 
@@ -60,7 +63,7 @@ struct X8Blocking {
   int64_t nc_blocks;  // packed blocks per column group
 };
 
-// Budgets: the INT4 panel kc x vl bytes <= 16 KB (L1), the activation block mc x kc bytes
+// Budgets: the int8 weight panel (INT4, block formats) kc x vl bytes <= 16 KB (L1), the activation block mc x kc bytes
 // <= 32 KB, the fp32 partial sums mc x nc <= 64 KB. Without K blocks there are no partial
 // sums and one column group.
 // K blocks start on a multiple of this: a group boundary with stored zero points (their
@@ -70,14 +73,35 @@ inline int64_t x8_k_step(const QuantSpec& q, int64_t K) {
   return q.zero_points || gr < K ? gr : kX8BlockRows;
 }
 
-inline X8Blocking x8_gemm_blocking(int64_t M, int64_t K, int64_t nb, int64_t step, bool int4, int tile_rows,
+// What the driver below needs of a format: gr, the rows of one xs sum (a weight group, or
+// an activation block for the block formats); rs, the rows of one scale row in sc.s;
+// the bytes of a packed block; the K step of the K blocks.
+struct X8Geometry {
+  int64_t gr, rs, block_bytes, step;
+  bool panel, group_sums;
+};
+template <DType kFormat>
+inline X8Geometry x8_geometry(const PackedLayout& l, int64_t K, int64_t nb) {
+  if constexpr (is_block_format(kFormat)) {
+    const int64_t S = weight_format(kFormat)->super_rows;
+    return {kX8BlockRows, weight_format(kFormat)->block_rows, K / S * block_record_bytes(kFormat, nb), kX8BlockRows,
+            true, x8_has_offset(kFormat)};
+  } else {
+    const QuantSpec q = quant_spec_of(l);
+    const int64_t gr = quant_group_rows(q, K);
+    return {gr, gr, quant_block_bytes(q, K, nb), x8_k_step(q, K), kFormat == DType::kInt4,
+            kFormat == DType::kInt4 && q.zero_points};
+  }
+}
+
+inline X8Blocking x8_gemm_blocking(int64_t M, int64_t K, int64_t nb, int64_t step, bool panel, int tile_rows,
                                    int64_t vlmax) {
   constexpr int64_t kPanelBytes = 16384, kXBytes = 32768, kAccFloats = 16384, kAllBlocks = int64_t(1) << 40;
   X8Blocking bk;
   const int64_t mc_max = 16 * int64_t(tile_rows);
   bk.mc = M < mc_max ? M : mc_max;
   int64_t budget = kXBytes / bk.mc;
-  if (int4 && kPanelBytes / vlmax < budget) budget = kPanelBytes / vlmax;
+  if (panel && kPanelBytes / vlmax < budget) budget = kPanelBytes / vlmax;
   int64_t kc = budget / step * step;
   if (kc < step) kc = step;
   if (kc >= K) {
@@ -187,19 +211,6 @@ inline void x8_prepare_chunk(const LinearOperands& a, const QuantSpec& q, const 
     if (filled < kcp) std::memset(sc.panel + filled * int64_t(vl), 0, size_t((kcp - filled) * int64_t(vl)));
   }
 }
-
-// The tile helpers take the accumulators by reference: inlined, they stay in registers.
-#define RVV_X8_INLINE inline __attribute__((always_inline))
-
-// RVV types are sizeless: no arrays or struct members of them. A tile's rows are named
-// registers and X8_ROWS(f) applies f(register..., row) to the first MR of them.
-#define X8_ROWS(F) \
-  do {             \
-    F(0);          \
-    if constexpr (MR > 1) F(1); \
-    if constexpr (MR > 2) F(2); \
-    if constexpr (MR > 3) F(3); \
-  } while (0)
 
 // INT4: the K block's nbk blocks of the panel. Per block: c_r = fma(s, dx_r * float(isum_r),
 // c_r) (the reference's order), and at the end of a group with stored zero points
@@ -318,19 +329,23 @@ RVV_X8_INLINE void x8_tile_int8(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t
 // The quantized activations of all M rows over all K (sc.xq: tile panels [Kp][rows] from
 // row m0 * Kp; sc.dx [M][Kp / 32]; sc.xs [M][G]) were made once per call.
 template <int MR, DType kFormat>
-inline void x8_tile(const LinearOperands& a, const QuantSpec& q, const X8Scratch& sc, const uint8_t* blk, int64_t j,
-                    size_t vl, int64_t m0, int64_t n, int64_t k0, int64_t k1, int64_t kcp, int64_t gr, float* at,
-                    int64_t ldacc) {
+inline void x8_tile(const LinearOperands& a, const QuantSpec& q, const X8Geometry& geo, const X8Scratch& sc,
+                    const uint8_t* blk, int64_t j, size_t vl, int64_t m0, int64_t n, int64_t k0, int64_t k1,
+                    int64_t kcp, float* at, int64_t ldacc) {
+  const int64_t gr = geo.gr;
   vfloat32m4_t c0, c1, c2, c3;
 #define X8_INIT(r) \
   c##r = k0 == 0 ? bias_m4<Bf16Soft>(a.bias, a.bias_dtype, n, vl) : __riscv_vle32_v_f32m4(at + r * ldacc, vl)
   X8_ROWS(X8_INIT);
 #undef X8_INIT
   const int64_t kpad = (a.K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows, nblk = kpad / kX8BlockRows;
-  const int64_t G = quant_num_groups(q, a.K), nbk = kcp / kX8BlockRows;
+  const int64_t G = (a.K + gr - 1) / gr, nbk = kcp / kX8BlockRows;
   const int8_t* xq = sc.xq + m0 * kpad + k0 * MR;
   const float* dx = sc.dx + m0 * nblk + k0 / kX8BlockRows;
-  if constexpr (kFormat == DType::kInt4) {
+  if constexpr (is_block_format(kFormat)) {
+    x8_tile_block<MR, kFormat>(c0, c1, c2, c3, sc.panel, xq, dx, nblk, nbk, sc.xs + m0 * G + k0 / gr, G, sc.s, sc.sz,
+                               vl);
+  } else if constexpr (kFormat == DType::kInt4) {
     x8_tile_int4<MR>(c0, c1, c2, c3, sc.panel, xq, dx, nblk, nbk, sc.xs + m0 * G + k0 / gr, G, sc.s,
                      q.zero_points ? sc.sz : nullptr, gr / kX8BlockRows, vl);
   } else {
@@ -350,15 +365,15 @@ inline void x8_tile(const LinearOperands& a, const QuantSpec& q, const X8Scratch
 #undef X8_ROWS
 #undef RVV_X8_INLINE
 
-template <DType kFormat>
-inline int64_t x8_scratch_bytes(const X8Blocking& bk, int64_t M, int64_t K, int64_t nb, int64_t gr, int64_t vlmax) {
+inline int64_t x8_scratch_bytes(const X8Blocking& bk, const X8Geometry& geo, int64_t M, int64_t K, int64_t nb,
+                                int64_t vlmax) {
   const int64_t kc = bk.kc < K ? bk.kc : K;
   const int64_t kcp = (kc + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
-  const int64_t kpad = (K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows, G = (K + gr - 1) / gr;
-  const int64_t ngk = (kc + gr - 1) / gr;
+  const int64_t kpad = (K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows, G = (K + geo.gr - 1) / geo.gr;
+  const int64_t ngk = (kc + geo.rs - 1) / geo.rs;
   auto al = [](int64_t b) { return (b + 63) & ~int64_t(63); };
   int64_t bytes = al(M * kpad) + al(4 * M * (kpad / kX8BlockRows)) + al(4 * M * G) + 2 * al(4 * ngk * vlmax);
-  if (kFormat == DType::kInt4) bytes += al(kcp * vlmax);
+  if (geo.panel) bytes += al(kcp * vlmax);
   if (kc < K) bytes += al(4 * bk.mc * bk.nc_blocks * nb);
   return bytes;
 }
@@ -369,18 +384,19 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
   constexpr int kMR = x8_tile_rows<kFormat>();
   const int64_t M = a.M, K = a.K, nb = a.nb;
   const QuantSpec q = quant_spec_of(*a.layout);
-  const int64_t gr = quant_group_rows(q, K), block_bytes = quant_block_bytes(q, K, nb);
+  const X8Geometry geo = x8_geometry<kFormat>(*a.layout, K, nb);
+  const int64_t gr = geo.gr, block_bytes = geo.block_bytes;
   if (!x8_gemm_applies(*a.layout)) return Status::kBadDtype;
   // Inf / NaN cannot be quantized: the whole call takes the fp GEMM.
   for (int64_t m = 0; m < M; ++m)
     if (row_has_nonfinite(a.x + m * a.ldx, K)) return gemm_quant_packed_4xm4<kFormat>(a);
   const int64_t mc = bk.mc, kc = bk.kc < K ? bk.kc : K, ncb = bk.nc_blocks;
-  if (mc < 1 || ncb < 1 || kc < 1 || (kc < K && kc % x8_k_step(q, K)) || (mc < M && mc % kMR)) return Status::kBadShape;
+  if (mc < 1 || ncb < 1 || kc < 1 || (kc < K && kc % geo.step) || (mc < M && mc % kMR)) return Status::kBadShape;
   const int64_t vlmax = int64_t(__riscv_vsetvlmax_e32m4());
   const int64_t kcp = (kc + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
   const int64_t kpad = (K + kX8BlockRows - 1) / kX8BlockRows * kX8BlockRows;
-  const int64_t ngk_max = (kc + gr - 1) / gr, ldacc = ncb * nb;
-  const int64_t bytes = x8_scratch_bytes<kFormat>(bk, M, K, nb, gr, vlmax);
+  const int64_t ngk_max = (kc + geo.rs - 1) / geo.rs, ldacc = ncb * nb;
+  const int64_t bytes = x8_scratch_bytes(bk, geo, M, K, nb, vlmax);
   F32Scratch<256> scratch;
   const int64_t floats = (bytes + 64) / 4 + 16;
   float* buf = scratch.get(a.scratch && a.scratch_floats >= floats ? a.scratch : nullptr, floats);
@@ -394,13 +410,12 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
   X8Scratch sc;
   sc.xq = reinterpret_cast<int8_t*>(take(M * kpad));
   sc.dx = reinterpret_cast<float*>(take(4 * M * (kpad / kX8BlockRows)));
-  sc.xs = reinterpret_cast<float*>(take(4 * M * quant_num_groups(q, K)));
+  sc.xs = reinterpret_cast<float*>(take(4 * M * ((K + gr - 1) / gr)));
   sc.s = reinterpret_cast<float*>(take(4 * ngk_max * vlmax));
   sc.sz = reinterpret_cast<float*>(take(4 * ngk_max * vlmax));
-  sc.panel = kFormat == DType::kInt4 ? reinterpret_cast<int8_t*>(take(kcp * vlmax)) : nullptr;
+  sc.panel = geo.panel ? reinterpret_cast<int8_t*>(take(kcp * vlmax)) : nullptr;
   sc.acc = kc < K ? reinterpret_cast<float*>(take(4 * mc * ldacc)) : nullptr;
-  const bool group_sums = kFormat == DType::kInt4 && q.zero_points;
-  x8_quantize_block<kMR>(a, 0, M, 0, K, kpad, gr, group_sums, sc);
+  x8_quantize_block<kMR>(a, 0, M, 0, K, kpad, gr, geo.group_sums, sc);
   const uint8_t* base = static_cast<const uint8_t*>(a.w);
   for (int64_t bg = a.block_begin; bg < a.block_end; bg += ncb) {
     const int64_t bg_end = bg + ncb < a.block_end ? bg + ncb : a.block_end;
@@ -414,18 +429,21 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
           const uint8_t* blk = base + b * block_bytes;
           for (int64_t j = 0; j < cols;) {
             const size_t vl = __riscv_vsetvl_e32m4(size_t(cols - j));
-            x8_prepare_chunk<kFormat>(a, q, blk, j, vl, k0, k1, kp, gr, sc);
+            if constexpr (is_block_format(kFormat))
+              x8_prepare_block_chunk<kFormat>(blk, nb, j, vl, k0, k1, sc.panel, sc.s, sc.sz);
+            else
+              x8_prepare_chunk<kFormat>(a, q, blk, j, vl, k0, k1, kp, gr, sc);
             for (int64_t m0 = mb; m0 < mb_end; m0 += kMR) {
               float* at = sc.acc ? sc.acc + (m0 - mb) * ldacc + (b - bg) * nb + j : nullptr;
               const int64_t rows = mb_end - m0 < kMR ? mb_end - m0 : kMR;
               if (rows >= kMR)
-                x8_tile<kMR, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<kMR, kFormat>(a, q, geo, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, at, ldacc);
               else if (kMR > 3 && rows == 3)
-                x8_tile<3, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<3, kFormat>(a, q, geo, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, at, ldacc);
               else if (rows == 2)
-                x8_tile<2, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<2, kFormat>(a, q, geo, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, at, ldacc);
               else
-                x8_tile<1, kFormat>(a, q, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, gr, at, ldacc);
+                x8_tile<1, kFormat>(a, q, geo, sc, blk, j, vl, m0, n0 + j, k0, k1, kp, at, ldacc);
             }
             j += int64_t(vl);
           }
@@ -438,9 +456,9 @@ inline Status gemm_quant_x8_blocked(const LinearOperands& a, const X8Blocking& b
 
 template <DType kFormat>
 inline Status gemm_quant_x8_packed(const LinearOperands& a) {
-  const QuantSpec q = quant_spec_of(*a.layout);
+  const X8Geometry geo = x8_geometry<kFormat>(*a.layout, a.K, a.nb);
   return gemm_quant_x8_blocked<kFormat>(
-      a, x8_gemm_blocking(a.M, a.K, a.nb, x8_k_step(q, a.K), kFormat == DType::kInt4, x8_tile_rows<kFormat>(),
+      a, x8_gemm_blocking(a.M, a.K, a.nb, geo.step, geo.panel, x8_tile_rows<kFormat>(),
                           int64_t(__riscv_vsetvlmax_e32m4())));
 }
 

@@ -4,9 +4,7 @@ modules that need it."""
 from __future__ import annotations
 
 import ast
-import concurrent.futures
 import importlib.util
-import os
 import subprocess
 import sys
 
@@ -100,22 +98,65 @@ def _has_torch() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def _import_alone(name: str, env: dict) -> str | None:
-    """What is wrong with `import name` in a fresh interpreter, or None."""
-    code = f"import sys, {name}\nprint('torch' in sys.modules)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
-    if r.returncode != 0:
-        return f"{name}: import failed:\n{r.stderr}"
-    if name in TORCH_FREE and r.stdout.strip() != "False":
-        return f"{name}: imported torch"
+# Each module is imported in a child forked from one interpreter, so a fresh interpreter's
+# start (and, under emulation, ~10 s of torch import) is paid once per kind, not per
+# module. For the torch-free modules the parent has imported nothing but the standard
+# library, and the child checks torch stayed out; for the others the parent has imported
+# torch, Inductor and transformers (third-party only), so each child still finds any of
+# the package's own imports that are missing or circular.
+_FORK_SERVER = r"""
+import importlib, os, sys, traceback
+mode, names = sys.argv[1], sys.argv[2:]
+if mode == "torch":
+    import torch, torch._dynamo, torch._inductor.config
+    for extra in ("torch._inductor.lowering", "torch._inductor.select_algorithm",
+                  "torch._inductor.codegen.cpp_template", "transformers"):
+        try:
+            importlib.import_module(extra)
+        except ImportError:
+            pass
+assert not [m for m in sys.modules if m.split(".")[0] in ("rvv_inductor", "torch" if mode == "free" else "-")]
+for name in names:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            sys.stderr.write(f"{name}: import failed:\n{traceback.format_exc()}\n")
+            sys.stderr.flush()
+            os._exit(1)
+        os._exit(3 if mode == "free" and "torch" in sys.modules else 0)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        what = "imported torch" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3 else "failed"
+        print(f"FAILED {name}: {what} (wait status {status})", flush=True)
+print("DONE", flush=True)
+"""
+
+
+def _import_each(mode: str, names: list[str], env: dict) -> str | None:
+    """Problems importing each of ``names`` alone (mode "free": also torch must stay out), or None."""
+    r = subprocess.run([sys.executable, "-c", _FORK_SERVER, mode, *names], capture_output=True, text=True,
+                       env=env, timeout=1500)
+    if r.returncode != 0 or "DONE" not in r.stdout or "FAILED" in r.stdout:
+        return f"{r.stdout}\n{r.stderr}"
     return None
 
 
 def test_each_module_imports_alone(py_env):
-    """Each module in its own fresh interpreter (several at once: under emulation each
-    torch import takes ~10 s); without torch installed, the torch-free ones."""
-    names = [n for n in module_names() if n in TORCH_FREE or _has_torch()]
+    """Each module on its own (see _FORK_SERVER); without torch installed, the torch-free ones."""
     assert TORCH_FREE <= set(module_names()), TORCH_FREE - set(module_names())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        problems = [p for p in pool.map(lambda n: _import_alone(n, py_env), names) if p]
+    problems = [_import_each("free", [n for n in module_names() if n in TORCH_FREE], py_env)]
+    if _has_torch():
+        problems.append(_import_each("torch", [n for n in module_names() if n not in TORCH_FREE], py_env))
+    problems = [p for p in problems if p]
     assert not problems, "\n".join(problems)
+
+
+def test_the_import_check_can_fail(py_env):
+    """The fork server reports a module that does not import, and a torch-free module that
+    imports torch."""
+    assert "FAILED rvv_inductor.no_such_module: failed" in (_import_each("free", ["rvv_inductor.no_such_module"],
+                                                                         py_env) or "")
+    if _has_torch():
+        assert "FAILED torch.nn: imported torch" in (_import_each("free", ["torch.nn"], py_env) or "")

@@ -68,6 +68,11 @@ def test_activations_choice():
     assert policy.check_activations("bf16", "who") == "bf16"
     # auto: INT8 activations for INT4 weights, the FP path for INT8 weights (README: measured).
     assert [policy.resolve_activations(f, "auto") for f in ("int4", "int8")] == ["int8", "bf16"]
+    # The GGUF block formats: INT8 activations by default, as llama.cpp runs them; BF16 weights never.
+    for f in ("q4_1", "q4_k", "q5_k", "q6_k"):
+        assert [policy.resolve_activations(f, a) for a in ("auto", "int8", "bf16")] == ["int8", "int8", "bf16"]
+        assert policy.x8_applies(f, 256 if f != "q4_1" else 32)
+    assert [policy.resolve_activations("bf16", a) for a in ("auto", "int8", "bf16")] == ["bf16"] * 3
     assert [policy.resolve_activations(f, a) for f in ("int4", "int8") for a in ("int8", "bf16")] == [
         "int8", "bf16", "int8", "bf16"]
     for bad in ("fp8", "INT8", None, 8):
