@@ -22,7 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from rvv_inductor import calibration, policy  # noqa: E402  (torch-free)
+from rvv_inductor import policy  # noqa: E402
+from rvv_inductor.demo import calibration  # noqa: E402  (torch-free)
 from rvv_inductor.demo import report  # noqa: E402  (its counting helpers are torch-free)
 
 LAYERS = 22          # TinyLlama-1.1B

@@ -51,7 +51,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     import rvv_inductor
     from rvv_inductor import _native, reasons
-    from rvv_inductor.inductor import paths
+    from rvv_inductor import paths
 
     mark = _native.lib().rvv_count_region
     rvv_inductor.enable()

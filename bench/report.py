@@ -39,7 +39,7 @@ CPI_SCALAR = k1.CPI_SCALAR  # in-order; dual issue ignored (see README)
 # The DRAM bandwidth of the cycle model, bytes/s: a parameter (RVV_BENCH_DRAM_BYTES_PER_S), by
 # default the K1's LPDDR4X peak, so that cyc_est and the floors are per-kernel ceilings. The
 # per-token section also gives the calibrated bandwidth programs reach on the board
-# (policy.K1_DRAM_ACHIEVED_BYTES_PER_S, python/rvv_inductor/calibration.py).
+# (policy.K1_DRAM_ACHIEVED_BYTES_PER_S, python/rvv_inductor/demo/calibration.py).
 DRAM_BYTES_PER_S = float(os.environ.get("RVV_BENCH_DRAM_BYTES_PER_S") or k1.K1_DRAM_BYTES_PER_S)
 DRAM_BYTES_PER_CYCLE = DRAM_BYTES_PER_S / k1.K1_CLOCK_HZ  # memory bandwidth / core clock
 
@@ -524,7 +524,7 @@ def section_per_token(R):
             f"columns are the modelled DRAM reads at {DRAM_BYTES_PER_S / 1e9:.2f} GB/s (the peak unless "
             "RVV_BENCH_DRAM_BYTES_PER_S says otherwise: a ceiling) and at the "
             f"{k1.K1_DRAM_ACHIEVED_BYTES_PER_S / 1e9:.2f} GB/s that programs measured on K1 boards reach "
-            "(calibrated, python/rvv_inductor/calibration.py): the floor however many cores share the work.\n",
+            "(calibrated, python/rvv_inductor/demo/calibration.py): the floor however many cores share the work.\n",
             table(["implementation", "weight bytes", "instructions", "est. cycles (1 core)", "est. ms (1 core)",
                    f"DRAM-bound ms at {DRAM_BYTES_PER_S / 1e9:.2f} GB/s",
                    f"DRAM-bound ms at {k1.K1_DRAM_ACHIEVED_BYTES_PER_S / 1e9:.2f} GB/s (calibrated)"], trs) + "\n"]

@@ -65,7 +65,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from rvv_inductor import calibration, policy  # noqa: E402  (torch-free)
+from rvv_inductor import policy  # noqa: E402
+from rvv_inductor.demo import calibration  # noqa: E402  (torch-free)
 from rvv_inductor.demo import estimate  # noqa: E402  (torch-free)
 
 LEVELS = (1, 2, 4, 8)

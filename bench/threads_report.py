@@ -103,7 +103,7 @@ def main() -> None:
           f"non-vector instructions x {k1.CPI_SCALAR} + vector beats at DLEN {k1.K1_DLEN_BITS}) at "
           f"{k1.K1_CLOCK_HZ / 1e9:.1f} GHz, against all threads' modelled DRAM bytes at the shared bandwidth: "
           f"peak {k1.K1_DRAM_BYTES_PER_S / 1e9:.2f} GB/s (the ceiling) or achieved "
-          f"{k1.K1_DRAM_ACHIEVED_BYTES_PER_S / 1e9:.3f} GB/s (calibrated, python/rvv_inductor/calibration.py); "
+          f"{k1.K1_DRAM_ACHIEVED_BYTES_PER_S / 1e9:.3f} GB/s (calibrated, python/rvv_inductor/demo/calibration.py); "
           "time = max(compute, DRAM). The cache model is per thread (private L1 and L2), so data all "
           "threads read (the activations) is charged once per thread: total DRAM grows slightly with T.", "",
           "imbalance = max / mean of per-thread cycles over threads that ran (1.00 = even); "

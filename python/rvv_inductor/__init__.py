@@ -34,7 +34,7 @@ def __getattr__(name):
 
 
 def _autoenable() -> None:
-    from .inductor.paths import env_flag
+    from .paths import env_flag
 
     if env_flag("RVV_INDUCTOR_ENABLE"):
         enable()

@@ -66,8 +66,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return verify_main(rest)
     if cmd == "demo":
-        from .demo import main as demo_main
-
+        try:
+            from .demo import main as demo_main
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.demo":
+                raise
+            print("rvv_inductor: the demo runs from the repository (scripts/demo, or python3 -m rvv_inductor demo "
+                  "with its python/ on PYTHONPATH); the installed package is the runtime only "
+                  "(docs/architecture.md, 'The package boundary')", file=sys.stderr)
+            return 2
         return demo_main(rest)
     if cmd == "serve":
         from .serve import main as serve_main

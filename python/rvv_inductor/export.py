@@ -523,7 +523,6 @@ def verify_main(argv: list[str]) -> int:
     """``python3 -m rvv_inductor verify PKG.pt2 [--json] [--expect-rvv MxNxK]``: verify's
     report and verdict on a package's generated code and routing decisions."""
     import tempfile
-    from pathlib import Path
 
     from . import verify
 

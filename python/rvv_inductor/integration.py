@@ -166,7 +166,8 @@ def _cache_key_pass_class():
             return None
 
         def uuid(self):
-            from .inductor import paths, quant_lowering, routing, template
+            from . import paths
+            from .inductor import quant_lowering, routing, template
 
             return (f"rvv_inductor:{routing.get_gate()}:{quant_lowering.get_spec().key()}:"
                     f"{paths.headers_digest()}:{template.blocking_key()}")

@@ -26,7 +26,7 @@ K1_L2_BYTES = 512 * 1024     # per cluster, 16-way
 K1_L2_WAYS = 16
 K1_CACHE_LINE_BYTES = 64
 K1_DRAM_BYTES_PER_S = 10.66e9  # peak of its one 32-bit LPDDR4X-2666 channel: the ceiling
-# What programs reach on the board: fitted by calibration.py to llama.cpp's published
+# What programs reach on the board: fitted by demo/calibration.py to llama.cpp's published
 # Qwen2.5-1.5B Q4_0 decode (3.83 tok/s); a test checks that the two agree.
 K1_DRAM_ACHIEVED_BYTES_PER_S = 3.325e9
 # The same parameter fitted to the published programs the estimate shows DRAM-bound (the

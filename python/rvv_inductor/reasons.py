@@ -110,7 +110,7 @@ def _append(op: str, m, n, k, dtype, route: str, text: str, code: str | None) ->
 
 
 def _log_path() -> Path:
-    from .inductor import paths
+    from . import paths
 
     return paths.state_dir() / LOG_NAME
 

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from . import _native, cpu, functional_linear, heap, layer_regions, ops, packed, quantized
 from .integration import enable
+from .loaders import MetaLoader, meta_problems
 from .policy import DEFAULT_ACTIVATIONS, X8_GEMM_OPTION, Gate, check_activations, resolve_activations, x8_applies
 from .reasons import Fallback, Policy
 from .runtime import run_packed
@@ -489,7 +490,7 @@ def _check_quantizable(layers, spec: WeightSpec, nb: int) -> None:
 
 
 def _swap_linears(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport,
-                  spec: WeightSpec = WeightSpec(), loader: _Loader | None = None) -> None:
+                  spec: WeightSpec = WeightSpec(), loader: MetaLoader | None = None) -> None:
     """Replace each admitted nn.Linear by an RVVLinear (or RVVQuantLinear), in place, and an
     nn.Embedding tied to one of them by an RVVTiedEmbedding.
 
@@ -542,133 +543,6 @@ def _swap_linears(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report:
     order = {n: i for i, (n, _) in enumerate(model.named_modules())}
     report.taken.sort(key=lambda e: order.get(e[0], len(order)))
     report.formats.sort(key=lambda e: order.get(e[0], len(order)))
-
-
-class _SafetensorsFiles:
-    """Tensors of a safetensors file, or of a directory of them (sharded or not), read one
-    at a time with plain file reads (no mmap: a mapped file counts in the process's RSS
-    once touched). The format is 8 bytes of header length, a JSON header, then the data."""
-
-    _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
-               "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-               "BOOL": torch.bool}
-
-    def __init__(self, path) -> None:
-        import json
-        import os
-
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".safetensors"))
-        elif os.path.isfile(path):
-            files = [path]
-        else:
-            raise ValueError(f"compile_linears: load={path!r} is neither a safetensors file nor a directory")
-        if not files:
-            raise ValueError(f"compile_linears: no *.safetensors file in {path}")
-        self.index: dict[str, tuple[str, int, dict]] = {}
-        for f in files:
-            size = os.path.getsize(f)
-            with open(f, "rb") as fh:
-                head = fh.read(8)
-                n = int.from_bytes(head, "little") if len(head) == 8 else -1
-                try:
-                    if n <= 0 or 8 + n > size:
-                        raise ValueError(f"header length {n}")
-                    table = json.loads(fh.read(n))
-                    for name, e in table.items():
-                        if name == "__metadata__":
-                            continue
-                        b, end = e["data_offsets"]
-                        if e["dtype"] not in self._DTYPES or not 0 <= b <= end or 8 + n + end > size:
-                            raise ValueError(f"tensor {name}: dtype {e['dtype']}, bytes {b}..{end} of {size - 8 - n}")
-                        self.index[name] = (f, 8 + n, e)
-                except (ValueError, KeyError, TypeError, UnicodeDecodeError) as ex:
-                    raise ValueError(f"compile_linears: {f} is not a valid safetensors file ({ex})") from None
-
-    def __call__(self, name: str, like: torch.Tensor) -> torch.Tensor:
-        import ctypes
-
-        f, base, e = self.index[name]  # KeyError: not in these files
-        b, end = e["data_offsets"]
-        t = torch.empty(e["shape"], dtype=self._DTYPES[e["dtype"]])
-        if t.numel() * t.element_size() != end - b:
-            raise ValueError(f"compile_linears: tensor {name} in {f}: {end - b} bytes for shape {e['shape']} "
-                             f"{e['dtype']}")
-        if end > b:
-            buf = (ctypes.c_char * (end - b)).from_address(t.data_ptr())
-            with open(f, "rb") as fh:
-                fh.seek(base + b)
-                if fh.readinto(buf) != end - b:
-                    raise ValueError(f"compile_linears: {f} ends inside tensor {name}")
-        return t
-
-
-class _Loader:
-    """Materialises meta tensors of a model from ``load`` (a callable ``load(name, meta)``
-    or a safetensors path), one at a time; a tensor with several names (tied weights) is
-    asked for under each until one is found."""
-
-    def __init__(self, load, model: torch.nn.Module) -> None:
-        self.fn = load if callable(load) else _SafetensorsFiles(load)
-        self.names: dict[int, list[str]] = {}
-        for name, t in list(model.named_parameters(remove_duplicate=False)) + list(
-                model.named_buffers(remove_duplicate=False)):
-            self.names.setdefault(id(t), []).append(name)
-        self.done: dict[int, torch.Tensor] = {}
-
-    def tensor(self, meta: torch.Tensor, report: LinearReport) -> torch.Tensor:
-        if meta.device.type != "meta":
-            return meta
-        names = self.names.get(id(meta), ["<unnamed>"])
-        for name in names:
-            try:
-                t = self.fn(name, meta)
-            except KeyError:
-                continue
-            if not isinstance(t, torch.Tensor):
-                raise ValueError(f"compile_linears: load({name!r}) returned {type(t).__name__}, not a tensor")
-            if tuple(t.shape) != tuple(meta.shape):
-                raise ValueError(f"compile_linears: load({name!r}) gave shape {tuple(t.shape)}, the model's "
-                                 f"{name} is {tuple(meta.shape)}")
-            t = t.detach().to(device="cpu", dtype=meta.dtype)
-            report.loaded_bytes += t.numel() * t.element_size()
-            return t
-        raise ValueError(f"compile_linears: load has no tensor named {' or '.join(names)}")
-
-    def materialize_rest(self, model: torch.nn.Module, report: LinearReport) -> None:
-        """Every parameter and buffer still on the meta device, tied ones kept tied."""
-        memo: dict[int, torch.Tensor] = {}
-        for mod in model.modules():
-            if isinstance(mod, RVVTiedEmbedding):
-                continue
-            for pname, p in list(mod._parameters.items()):
-                if p is not None and p.device.type == "meta":
-                    if id(p) not in memo:
-                        memo[id(p)] = torch.nn.Parameter(self.tensor(p, report), requires_grad=p.requires_grad)
-                    mod._parameters[pname] = memo[id(p)]
-            for bname, b in list(mod._buffers.items()):
-                if b is not None and b.device.type == "meta":
-                    if id(b) not in memo:
-                        memo[id(b)] = self.tensor(b, report)
-                    mod._buffers[bname] = memo[id(b)]
-
-
-def _meta_problems(model: torch.nn.Module, load) -> str | None:
-    """Why a model with meta tensors cannot be loaded as asked, or None."""
-    meta = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.device.type == "meta"]
-    if not meta:
-        return None
-    if load is None:
-        return (f"{len(meta)} tensors of the model are on the meta device ({meta[0]}, ...): pass load= (a "
-                "safetensors file or directory, or a callable load(name, meta_tensor) -> tensor)")
-    nonpersistent = [f"{mn}.{bn}" if mn else bn for mn, mod in model.named_modules()
-                     for bn in mod._non_persistent_buffers_set
-                     if mod._buffers.get(bn) is not None and mod._buffers[bn].device.type == "meta"]
-    if nonpersistent and not callable(load):
-        return (f"non-persistent buffers on the meta device ({', '.join(nonpersistent[:3])}): checkpoints do not "
-                "hold them; build those modules on the CPU (e.g. rotary embeddings) before compile_linears")
-    return None
 
 
 def _route_functional(model: torch.nn.Module, info: cpu.CpuInfo, gate: Gate, report: LinearReport) -> None:
@@ -745,17 +619,17 @@ def compile_linears(model: torch.nn.Module, *, gate: Gate | None = None, weights
     ("min_n=256,min_k=256") on top. It is not the whole-graph gate of ``enable()``, which
     stays as it was."""
     spec = WeightSpec.parse(weights, group_size, keep_bf16, activations, caller="compile_linears")
-    problem = _meta_problems(model, load)
+    problem = meta_problems(model, load)
     if problem:
         raise ValueError(f"compile_linears: {problem}")
-    loader = _Loader(load, model) if load is not None else None
+    loader = MetaLoader(load, model) if load is not None else None
     gate = gate or Gate.from_env("RVV_INDUCTOR_REGIONAL_GATE", Gate.regional())
     enable()  # installs the linear_packed lowering the compiled regions use
     info = cpu.effective()
     report = LinearReport(activations=spec.activations)
     _swap_linears(model, info, gate, report, spec, loader)
     if loader is not None:
-        loader.materialize_rest(model, report)
+        loader.materialize_rest(model, report, skip=(RVVTiedEmbedding,))
     if info.has_v:
         _route_functional(model, info, gate, report)
     if not isinstance(compile_layers, bool):

@@ -37,7 +37,7 @@ def _run(target, code, **env_extra):
 
 def test_installed_package_detects_cpu_and_ships_headers(installed):
     code = ("import rvv_inductor, rvv_inductor._native as n, rvv_inductor.cpu as c;"
-            "from rvv_inductor.inductor import paths;"
+            "from rvv_inductor import paths;"
             "print(n.lib()._name); print(paths.include_dir()); print(c.detect().vlen)")
     r = _run(installed, code)
     assert r.returncode == 0, r.stderr
@@ -46,6 +46,17 @@ def test_installed_package_detects_cpu_and_ships_headers(installed):
     assert inc.startswith(str(installed)) and (Path(inc) / "rvv_inductor" / "rvv" / "micro_gemm_bf16.h").is_file()
     if "RV64_VLEN" in os.environ and os.environ.get("RV64_NO_V") != "1":
         assert int(vlen) == int(os.environ["RV64_VLEN"])
+
+
+def test_the_wheel_is_the_runtime_only(installed):
+    """No demo/ (the demo and the K1 estimate run from the repository); the demo verb says
+    so, and the runtime's verbs are there."""
+    assert not (installed / "rvv_inductor" / "demo").exists()
+    assert (installed / "rvv_inductor" / "loaders.py").is_file() and (installed / "rvv_inductor" / "serve.py").is_file()
+    r = _run(installed, "import sys; from rvv_inductor.__main__ import main; sys.exit(main(['demo', '--help']))")
+    assert r.returncode == 2 and "scripts/demo" in r.stderr, (r.returncode, r.stderr)
+    r = _run(installed, "import sys; from rvv_inductor.__main__ import main; sys.exit(main(['info']))")
+    assert r.returncode == 0, r.stderr
 
 
 def test_env_var_enables_through_torch_autoload(installed):

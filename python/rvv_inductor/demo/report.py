@@ -8,7 +8,8 @@ import json
 import math
 from pathlib import Path
 
-from .. import calibration, policy
+from .. import policy
+from . import calibration
 from . import estimate
 from .worker import (DECODE_LINEAR, DECODE_REST, DRIVER_MODES, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
                      PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, region_id)
@@ -603,7 +604,7 @@ def _calibration_line(rep: dict) -> str:
     verdict = ("within" if c["within_tolerance"] else "OUTSIDE") + f" the +-{c['tolerance']:.0%} the model claims"
     errs = ", ".join(f"{r['key']} {r['error']:+.0%}" for r in c["rows"] if r["key"] != c["reference"])
     line = (f"  Calibration: achieved DRAM bandwidth {c['bandwidth'] / 1e9:.3f} GB/s fitted to {c['reference']} "
-            f"(python/rvv_inductor/calibration.py); its error on the other published board numbers: {errs}; "
+            f"(python/rvv_inductor/demo/calibration.py); its error on the other published board numbers: {errs}; "
             f"worst {c['max_abs_error']:.0%} ({c['worst']}), {verdict}.")
     d = c.get("dram_bound")
     if d:

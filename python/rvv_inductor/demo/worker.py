@@ -485,7 +485,7 @@ def _whole_routing() -> dict:
     import os
 
     from .. import reasons
-    from ..inductor import paths
+    from .. import paths
 
     rvv, fb = {}, {}
     for e in reasons.read_log(paths.state_dir() / reasons.LOG_NAME, pid=os.getpid()):

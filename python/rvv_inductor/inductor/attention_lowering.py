@@ -35,7 +35,7 @@ class AttentionTemplate(CppTemplate):
 
     def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
                epilogue_nodes=None, **kwargs) -> str:
-        from .paths import headers_digest
+        from ..paths import headers_digest
 
         if epilogue_nodes:
             raise NotImplementedError("rvv_inductor: the attention kernel takes no fused epilogue")
@@ -79,7 +79,7 @@ class AttentionTemplate(CppTemplate):
             lines.append(f"    a.mask = {base(m, 'M', 'bool')}; a.m_sb = {ms[0]}; a.m_sh = {ms[1]}; "
                          f"a.m_st = {ms[2]}; a.m_sl = {ms[3]};")
         lines += [
-            f"    a.out = reinterpret_cast<uint16_t*>(Y);",
+            "    a.out = reinterpret_cast<uint16_t*>(Y);",
             f"    a.B = {B}; a.H = {H}; a.Hkv = {Hkv}; a.T = {T}; a.L = {L}; a.D = {D}; a.scale = {float(self.scale)!r}f;",
             f"    if (!rvv_inductor::attention_bf16(a, {self.num_threads})) throw std::bad_alloc();",
             "}",

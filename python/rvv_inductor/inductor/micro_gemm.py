@@ -25,7 +25,7 @@ from torch._inductor.codegen.cpp_template_kernel import CppTemplateKernel
 
 from .. import cpu
 from . import kernel_marker
-from .paths import headers_digest
+from ..paths import headers_digest
 from .vec_isa import VecRVV
 
 # Rows per register tile of the M >= 2 kernel (see csrc/README.md for the counts).

@@ -14,7 +14,7 @@ import hashlib
 import logging
 from pathlib import Path
 
-from . import paths
+from .. import paths
 
 log = logging.getLogger("rvv_inductor")
 

@@ -83,7 +83,7 @@ class QuantLinearTemplate(CppTemplate):
 
     def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
                epilogue_nodes=None, **kwargs) -> str:
-        from .paths import headers_digest
+        from ..paths import headers_digest
 
         if epilogue_nodes:
             raise NotImplementedError("rvv_inductor: the quantized Linear kernel takes no fused epilogue")

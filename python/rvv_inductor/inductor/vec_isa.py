@@ -28,7 +28,8 @@ from torch._inductor import config as inductor_config
 from torch._inductor import cpu_vec_isa
 
 from .. import cpu
-from . import paths, prefix_overlay
+from .. import paths
+from . import prefix_overlay
 
 log = logging.getLogger("rvv_inductor")
 

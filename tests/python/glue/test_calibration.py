@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rvv_inductor import calibration, policy
+from rvv_inductor import policy
+from rvv_inductor.demo import calibration
 
 
 def test_linear_params_match_qwen25_1_5b_by_hand():

@@ -1,4 +1,6 @@
-"""Where the C++ headers and this package's generated files live."""
+"""Where the C++ headers and this package's generated files live, and the environment
+flags it reads (general helpers: the Inductor integration, the runtime and the tools use
+them)."""
 from __future__ import annotations
 
 import functools
@@ -6,7 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent.parent
+_PKG = Path(__file__).resolve().parent
 
 
 def include_dir() -> Path:
@@ -37,6 +39,7 @@ def headers_digest() -> str:
 
 def state_dir() -> Path:
     """Per-user directory for generated files, next to Inductor's own cache."""
+    # Imported here: this module stays torch-free (bench/report.py and the host tier).
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     d = Path(cache_dir()) / "rvv_inductor"
