@@ -1,5 +1,7 @@
 // Compiled with -march=rv64gcv: the INT8/INT4 and GGUF block-format GEMM with block sizes chosen by the test, so
 // small problems cross every row, K and column block boundary (quant_test.cpp).
+#include <type_traits>
+
 #include "quant_gemm_entries.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
 #include "rvv_inductor/rvv/gemm_quant_x8_packed.h"
@@ -10,17 +12,32 @@
 
 namespace ri = rvv_inductor;
 
+namespace {
+
+template <ri::DType F>
+using Format = std::integral_constant<ri::DType, F>;
+
+// fn(Format<f>{}) for the weight format of a layout; `other` for a format no kernel takes.
+template <class Fn, class R>
+R on_format(const ri::PackedLayout& l, const Fn& fn, R other) {
+  switch (ri::DType(l.dtype)) {
+    case ri::DType::kInt4: return fn(Format<ri::DType::kInt4>{});
+    case ri::DType::kInt8: return fn(Format<ri::DType::kInt8>{});
+    case ri::DType::kQ4_1: return fn(Format<ri::DType::kQ4_1>{});
+    case ri::DType::kQ4_K: return fn(Format<ri::DType::kQ4_K>{});
+    case ri::DType::kQ5_K: return fn(Format<ri::DType::kQ5_K>{});
+    case ri::DType::kQ6_K: return fn(Format<ri::DType::kQ6_K>{});
+    default: return other;
+  }
+}
+
+}  // namespace
+
 ri::Status quant_gemm_entry_rvv(const ri::LinearOperands& a, int64_t mc, int64_t kc, int64_t nc_blocks) {
   const ri::rvv::QuantGemmBlocking bk{mc, kc, nc_blocks};
-  switch (ri::DType(a.layout->dtype)) {
-    case ri::DType::kInt4: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kInt4>(a, bk);
-    case ri::DType::kInt8: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kInt8>(a, bk);
-    case ri::DType::kQ4_1: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ4_1>(a, bk);
-    case ri::DType::kQ4_K: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ4_K>(a, bk);
-    case ri::DType::kQ5_K: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ5_K>(a, bk);
-    case ri::DType::kQ6_K: return ri::rvv::gemm_quant_packed_blocked<ri::DType::kQ6_K>(a, bk);
-    default: return ri::Status::kBadDtype;
-  }
+  return on_format(
+      *a.layout, [&](auto f) { return ri::rvv::gemm_quant_packed_blocked<decltype(f)::value>(a, bk); },
+      ri::Status::kBadDtype);
 }
 
 void quant_gemm_default_blocking_rvv(int64_t M, int64_t K, int64_t nb, int64_t group_rows, int weight_bits,
@@ -31,36 +48,26 @@ void quant_gemm_default_blocking_rvv(int64_t M, int64_t K, int64_t nb, int64_t g
 
 ri::Status quant_x8_gemm_entry_rvv(const ri::LinearOperands& a, int64_t mc, int64_t kc, int64_t nc_blocks) {
   const ri::rvv::X8Blocking bk{mc, kc, nc_blocks};
-  switch (ri::DType(a.layout->dtype)) {
-    case ri::DType::kInt4: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt4>(a, bk);
-    case ri::DType::kInt8: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kInt8>(a, bk);
-    case ri::DType::kQ4_1: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ4_1>(a, bk);
-    case ri::DType::kQ4_K: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ4_K>(a, bk);
-    case ri::DType::kQ5_K: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ5_K>(a, bk);
-    case ri::DType::kQ6_K: return ri::rvv::gemm_quant_x8_blocked<ri::DType::kQ6_K>(a, bk);
-    default: return ri::Status::kBadDtype;
-  }
-}
-
-template <ri::DType F>
-static void x8_default_blocking(const ri::LinearOperands& a, int64_t* mc, int64_t* kc, int64_t* nc_blocks,
-                                int64_t* kc_step, int64_t* tile_rows, int64_t* vlmax) {
-  const ri::rvv::X8Geometry geo = ri::rvv::x8_geometry<F>(*a.layout, a.K, a.nb);
-  *tile_rows = ri::rvv::x8_tile_rows<F>();
-  *kc_step = geo.step;
-  *vlmax = int64_t(__riscv_vsetvlmax_e32m4());
-  const ri::rvv::X8Blocking bk = ri::rvv::x8_gemm_blocking(a.M, a.K, a.nb, geo.step, geo.panel, int(*tile_rows), *vlmax);
-  *mc = bk.mc, *kc = bk.kc, *nc_blocks = bk.nc_blocks;
+  return on_format(
+      *a.layout, [&](auto f) { return ri::rvv::gemm_quant_x8_blocked<decltype(f)::value>(a, bk); },
+      ri::Status::kBadDtype);
 }
 
 void quant_x8_default_blocking_rvv(const ri::LinearOperands& a, int64_t* mc, int64_t* kc, int64_t* nc_blocks,
                                    int64_t* kc_step, int64_t* tile_rows, int64_t* vlmax) {
-  switch (ri::DType(a.layout->dtype)) {
-    case ri::DType::kInt4: return x8_default_blocking<ri::DType::kInt4>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
-    case ri::DType::kQ4_1: return x8_default_blocking<ri::DType::kQ4_1>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
-    case ri::DType::kQ4_K: return x8_default_blocking<ri::DType::kQ4_K>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
-    case ri::DType::kQ5_K: return x8_default_blocking<ri::DType::kQ5_K>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
-    case ri::DType::kQ6_K: return x8_default_blocking<ri::DType::kQ6_K>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
-    default: return x8_default_blocking<ri::DType::kInt8>(a, mc, kc, nc_blocks, kc_step, tile_rows, vlmax);
-  }
+  *vlmax = int64_t(__riscv_vsetvlmax_e32m4());
+  const bool known = on_format(
+      *a.layout,
+      [&](auto f) {
+        constexpr ri::DType F = decltype(f)::value;
+        const ri::rvv::X8Geometry geo = ri::rvv::x8_geometry<F>(*a.layout, a.K, a.nb);
+        *tile_rows = ri::rvv::x8_tile_rows<F>();
+        *kc_step = geo.step;
+        const ri::rvv::X8Blocking bk =
+            ri::rvv::x8_gemm_blocking(a.M, a.K, a.nb, geo.step, geo.panel, int(*tile_rows), *vlmax);
+        *mc = bk.mc, *kc = bk.kc, *nc_blocks = bk.nc_blocks;
+        return true;
+      },
+      false);
+  if (!known) *mc = *kc = *nc_blocks = *kc_step = *tile_rows = 0;
 }
