@@ -1,4 +1,5 @@
-// Prefill / batched GEMM (M >= 2) with a packed INT4 or INT8 weight and INT8 activations
+// Prefill / batched GEMM (M >= 2) with a packed INT4 or INT8 weight (and, through
+// gemm_block_quant_x8.h, the GGUF block formats) and INT8 activations
 // quantized per row in blocks of 32 (the scheme and its bound: quant_x8.h; the scalar
 // reference there gives the same numbers bit for bit).
 //
@@ -120,9 +121,9 @@ struct X8Scratch {
   int8_t* xq;     // M x Kp (K padded to 32), tile panels [k][rows]
   float* dx;      // M x Kp / 32
   float* xs;      // M x G (stored zero points)
-  int8_t* panel;  // kcp x vlmax (INT4)
-  float* s;       // ngk x vlmax
-  float* sz;      // ngk x vlmax (stored zero points)
+  int8_t* panel;  // kcp x vlmax (INT4, block formats)
+  float* s;       // ngk x vlmax: per group (block formats: per sub-block) fp32 scales
+  float* sz;      // ngk x vlmax: s * (z - 8) with stored zero points; block formats: o'
   float* acc;     // mc x nc_blocks * nb (with K blocks)
 };
 
