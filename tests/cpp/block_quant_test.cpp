@@ -407,6 +407,15 @@ TEST(BlockQuantX8, NonFiniteRowsAndGemvTakeTheFpPath) {
 }
 
 #if defined(__riscv)
+// The kernel entry points' operands over all of bw's columns, f32 output (y set by the caller).
+LinearOperands whole_operands(const BlockWeight& bw, const std::vector<uint16_t>& x, int64_t M) {
+  LinearOperands a{};
+  a.M = M, a.N = bw.N, a.K = bw.K, a.x = x.data(), a.ldx = bw.K;
+  a.weight_layout = WeightLayout::kPacked, a.w = bw.packed.data(), a.layout = &bw.layout, a.nb = bw.nb;
+  a.ldy = bw.N, a.y_dtype = DType::kF32, a.block_begin = 0, a.block_end = bw.layout.num_blocks;
+  return a;
+}
+
 // The GEMM's K blocks hold whole sub-blocks; blocked and unblocked runs agree bit for bit,
 // and a K block that splits a sub-block is refused.
 TEST(BlockQuantKernels, GemmBlockingIsExact) {
@@ -418,10 +427,7 @@ TEST(BlockQuantKernels, GemmBlockingIsExact) {
     const int64_t sub = weight_format(f)->block_rows, N = 50, K = 2 * weight_format(f)->super_rows, M = 9, nb = 16;
     const BlockWeight bw = make_weight(rng, f, N, K, nb);
     const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
-    LinearOperands a{};
-    a.M = M, a.N = N, a.K = K, a.x = x.data(), a.ldx = K;
-    a.weight_layout = WeightLayout::kPacked, a.w = bw.packed.data(), a.layout = &bw.layout, a.nb = nb;
-    a.ldy = N, a.y_dtype = DType::kF32, a.block_begin = 0, a.block_end = bw.layout.num_blocks;
+    LinearOperands a = whole_operands(bw, x, M);
     std::vector<float> unblocked(size_t(M * N));
     a.y = unblocked.data();
     ASSERT_EQ(quant_gemm_entry_rvv(a, M, K, bw.layout.num_blocks), Status::kOk);
@@ -448,10 +454,8 @@ TEST(BlockQuantX8, BlockingIsExactAtEveryBoundary) {
     const BlockWeight bw = make_weight(rng, f, N, K, nb);
     for (int64_t M : {2, 7, 13}) {
       const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
-      LinearOperands a{};
-      a.M = M, a.N = N, a.K = K, a.x = x.data(), a.ldx = K;
-      a.weight_layout = WeightLayout::kPacked, a.w = bw.packed.data(), a.layout = &bw.layout, a.nb = nb;
-      a.ldy = N, a.y_dtype = DType::kF32, a.block_begin = 0, a.block_end = bw.layout.num_blocks, a.x_int8 = kX8Gemm;
+      LinearOperands a = whole_operands(bw, x, M);
+      a.x_int8 = kX8Gemm;
       std::vector<float> whole(size_t(M * N), -7.0f);
       a.y = whole.data();
       ASSERT_EQ(quant_x8_gemm_entry_rvv(a, M, K, bw.layout.num_blocks), Status::kOk);
