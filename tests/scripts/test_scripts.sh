@@ -61,5 +61,21 @@ check "... and the next run starts from scratch" 0 "rebuilt" \
 check "a complete root filesystem is reused" 0 "reused" \
   steps 'rvv_in_ns() { echo "must not rebuild"; return 1; }; build_rootfs && echo reused'
 
+# Each tier scripts/test runs must be defined: a missing tier function fails only when CI
+# reaches that tier, an hour in (it happened once, to the bench tier).
+tiers_defined() {
+  local f missing=0
+  for f in $(sed -n 's/.*run_tier [a-z]* \(tier_[a-z]*\).*/\1/p' "$repo/scripts/test"); do
+    grep -q "^$f() {" "$repo/scripts/test" || { echo "scripts/test runs $f but does not define it"; missing=1; }
+  done
+  for f in host cross torch bench demo; do
+    grep -q "run_tier $f tier_$f" "$repo/scripts/test" || { echo "tier $f is never run"; missing=1; }
+  done
+  [ $missing = 0 ] && echo "all tiers defined"
+}
+check "scripts/test defines every tier it runs" 0 "all tiers defined" tiers_defined
+check "... and that check fails on a missing one" nonzero "does not define" \
+  bash -c "repo=\$(mktemp -d); mkdir \$repo/scripts; grep -v '^tier_bench() {' '$repo/scripts/test' >\$repo/scripts/test; $(declare -f tiers_defined); tiers_defined"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
