@@ -1,7 +1,7 @@
 # Steps of scripts/setup, as functions (sourced; tests/scripts replaces the commands
 # they call to check the failure paths). shellcheck shell=bash
 HOST_PACKAGES_X86=(clang-19 lld-19 llvm-19 libc6-dev-riscv64-cross libstdc++-12-dev-riscv64-cross
-  googletest cmake ninja-build mmdebstrap arch-test qemu-user dpkg-dev ca-certificates python3 python3-pytest file)
+  googletest cmake ninja-build mmdebstrap arch-test qemu-user dpkg-dev ca-certificates python3 python3-pytest python3-tqdm file)
 HOST_PACKAGES_RISCV=(g++ cmake ninja-build googletest python3-torch libtorch-dev python3-dev
   python3-numpy python3-pytest python3-transformers python3-safetensors python3-matplotlib
   python3-scikit-build-core python3-pip binutils file)

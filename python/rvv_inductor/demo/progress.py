@@ -1,7 +1,8 @@
 """Progress that shows the run is alive while one long call (an emulated compile can
-take minutes) blocks the main thread: a heartbeat thread redraws the bar with the elapsed
-time (every second on a terminal, every 30 s into a log), and the time the whole run has
-left (``Plan``).
+take minutes) blocks the main thread: tqdm draws each stage's line (its bar when the stage
+names an item "i/n", the elapsed time, the time the whole run has left), and a heartbeat
+thread redraws it (every second on a terminal, every 30 s into a log), since nothing calls
+``update`` while the compile runs.
 
 ``Plan`` is the run's list of stages (one per worker process: the measured modes, then
 the counting runs), each with the seconds it took on the project's 2-core machine
@@ -14,42 +15,89 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import threading
 import time
 from pathlib import Path
 
-_SPIN = "|/-\\"
+from tqdm import tqdm
+
 _FRACTION = re.compile(r"(\d+)/(\d+)")
+
+
+class _Lines:
+    """A log's view of tqdm's output: tqdm redraws one line in place ("\r"); into a log
+    (or beside another worker on the same terminal) each redraw becomes a whole line."""
+
+    def __init__(self, out) -> None:
+        self._out = out
+
+    def write(self, s: str) -> None:
+        line = s.replace("\r", "").replace("\x1b[A", "").rstrip("\n")
+        if line.strip():
+            self._out.write(line + "\n")
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+class _StageBar(tqdm):
+    """tqdm with one more field for the line: ``run_left``, the whole run's time left."""
+
+    def __init__(self, *args, eta=None, **kwargs) -> None:
+        self._run_left = eta  # () -> str, or None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def format_dict(self):
+        d = super().format_dict
+        left = ""
+        if getattr(self, "_run_left", None) is not None:
+            try:
+                left = f"  | {self._run_left()}"
+            except (OSError, ValueError, KeyError):  # a plan file being rewritten: skip once
+                pass
+        d.update(run_left=left)
+        return d
 
 
 class Progress:
     def __init__(self, text: str, stream=None, eta=None) -> None:
         self._out = stream or sys.stderr
-        self._eta = eta  # () -> str: the whole run's time left, appended to each line
+        self._eta = eta  # () -> str: the whole run's time left, shown after each line
         # scripts/demo's side-by-side workers share one terminal: each then prints whole lines
         self._tty = self._out.isatty() and os.environ.get("RVV_DEMO_PLAIN_PROGRESS") != "1"
-        self._text = text
-        self._t0 = self._stage_t0 = time.monotonic()
+        self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._n = 0
-        self._draw(newline=not self._tty)
+        self._bar = self._open(text)
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
 
+    def _open(self, text: str) -> tqdm:
+        """One tqdm line per stage; "workload 2/3" in the text: item 2 of 3 in progress."""
+        m = _FRACTION.search(text)
+        total = int(m.group(2)) if m and int(m.group(2)) > 0 else None
+        fmt = ("  {bar:20} " if total else "  ") + "{desc}  {elapsed}{run_left}"
+        # The width as shutil reads it (with its fallback): a pty that reports 0 columns
+        # would make tqdm drop the format. In a log the line is already there when the
+        # stage ends: no closing copy (leave).
+        cols = shutil.get_terminal_size().columns if self._tty else 400
+        return _StageBar(total=total, initial=int(m.group(1)) - 1 if total else 0, desc=text, bar_format=fmt,
+                         ascii="-#", file=self._out if self._tty else _Lines(self._out), leave=self._tty,
+                         ncols=cols, mininterval=0, eta=self._eta)
+
     def stage(self, text: str) -> None:
         with self._lock:
-            if self._tty:
-                self._out.write("\n")
-            self._text, self._stage_t0 = text, time.monotonic()
-        self._draw(newline=not self._tty)
+            self._bar.close()
+            self._bar = self._open(text)
 
     def done(self) -> None:
         self._stop.set()
         self._thread.join()
-        if self._tty:
-            self._out.write("\n")
+        with self._lock:
+            self._bar.close()
         self._out.write(f"  done in {self._fmt(time.monotonic() - self._t0)} (emulated wall time)\n")
         self._out.flush()
 
@@ -57,32 +105,11 @@ class Progress:
     def _fmt(s: float) -> str:
         return f"{int(s) // 60}m{int(s) % 60:02d}s"
 
-    def _bar(self) -> str:
-        m = _FRACTION.search(self._text)
-        if not m or int(m.group(2)) == 0:
-            return ""
-        done = (int(m.group(1)) - 1) / int(m.group(2))  # the numbered item is in progress
-        w = 20
-        return "[" + "#" * int(done * w) + "-" * (w - int(done * w)) + "] "
-
-    def _draw(self, newline: bool) -> None:
-        with self._lock:
-            el = self._fmt(time.monotonic() - self._stage_t0)
-            spin = _SPIN[self._n % 4] if self._tty else "-"
-            line = f"  {spin} {self._bar()}{self._text}  {el}"
-            if self._eta:
-                try:
-                    line += f"  | {self._eta()}"
-                except (OSError, ValueError, KeyError):  # a plan file being rewritten: skip once
-                    pass
-            self._out.write(("\r" + line + "\033[K") if self._tty else line + "\n")
-            self._out.flush()
-            self._n += 1
-
     def _beat(self) -> None:
         period = 1.0 if self._tty else 30.0
         while not self._stop.wait(period):
-            self._draw(newline=not self._tty)
+            with self._lock:
+                self._bar.refresh()
 
 
 # Seconds per stage of the default run (scripts/demo without flags: --config tiny, batch 1,

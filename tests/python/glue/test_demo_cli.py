@@ -3,6 +3,7 @@ clear message and a non-zero exit, never a traceback; the estimate and the count
 extrapolation against hand-computed values; the modes a worker knows."""
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -327,6 +328,28 @@ def test_plan_eta(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rvv_inductor.demo.progress", str(tmp_path), "done", "count:a", "600"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "count:a finished in 10m00s" in r.stdout, r.stdout + r.stderr
+
+
+def test_progress_lines_in_a_log():
+    """Into a log (not a terminal) each redraw is one whole line: the stage's text, its
+    bar when it names an item "i/n" (i in progress: (i-1)/n of 20 marks), the run's time
+    left; one closing line with the whole time."""
+    out = io.StringIO()
+    p = progress.Progress("m: building the model", stream=out, eta=lambda: "stage 1/2, run ~1m00s left")
+    p.stage("m: compiling, workload 2/4 (batch 1)")
+    p.done()
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+    assert lines[0] == "  m: building the model  00:00  | stage 1/2, run ~1m00s left", lines
+    assert lines[1] == "  " + "#" * 5 + "-" * 15 + " m: compiling, workload 2/4 (batch 1)  00:00  | stage 1/2, run ~1m00s left"
+    assert lines[-1] == "  done in 0m00s (emulated wall time)" and len(lines) == 3, lines
+    # An estimate that cannot be read this time (a plan file being rewritten) leaves it out.
+    out = io.StringIO()
+
+    def broken():
+        raise ValueError("half-written plan")
+    progress.Progress("m: x", stream=out, eta=broken).done()
+    assert out.getvalue().splitlines()[0] == "  m: x  00:00"
 
 
 def test_plan_eta_side_by_side(tmp_path):

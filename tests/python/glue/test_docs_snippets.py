@@ -14,12 +14,15 @@ everywhere. See docs/testing-and-ci.md, "Runnable snippets in the documentation"
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unicodedata
 from pathlib import Path
 
@@ -134,10 +137,19 @@ def test_readme_starts_with_the_two_commands():
     assert [ln.split()[0] for ln in first[2]] == ["scripts/demo", "scripts/test"], first[2]
 
 
+_BIN = tempfile.mkdtemp(prefix="snippet-bin-")
+os.symlink(sys.executable, os.path.join(_BIN, "python3"))
+atexit.register(shutil.rmtree, _BIN, True)
+
+
 def _env() -> dict:
+    """The checkout's package first; the shell snippets' `python3` is the interpreter that
+    runs these tests (Debian's, in scripts/test), not whatever comes first on PATH (a
+    pyenv shim on some machines, without Debian's python3-* packages)."""
     path = os.environ.get("PYTHONPATH")
     py = str(REPO / "python")
-    return dict(os.environ, PYTHONPATH=py + (os.pathsep + path if path else ""))
+    return dict(os.environ, PYTHONPATH=py + (os.pathsep + path if path else ""),
+                PATH=_BIN + os.pathsep + os.environ.get("PATH", ""))
 
 
 def _core_loads() -> bool:
