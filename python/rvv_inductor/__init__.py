@@ -12,8 +12,12 @@ torch; ``compile_linears`` and ``RVVLinear`` load the regional runtime on first 
 """
 from __future__ import annotations
 
+import logging
+import sys
+
 from .cpu import CpuOverrideError
 from .integration import disable, enable, is_enabled, status
+from .paths import env_flag
 from .policy import Gate
 
 __all__ = ["enable", "disable", "is_enabled", "status", "compile_linears", "RVVLinear", "RVVQuantLinear",
@@ -23,19 +27,17 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     if name in ("compile_linears", "RVVLinear", "RVVQuantLinear"):
-        from . import regional
+        from . import regional  # lazy: torch; `import rvv_inductor` must not import it
 
         return getattr(regional, name)
     if name == "load_gguf":
-        from .gguf_load import load_gguf
+        from .gguf_load import load_gguf  # lazy: torch, transformers; `import rvv_inductor` must not import them
 
         return load_gguf
     raise AttributeError(name)
 
 
 def _autoenable() -> None:
-    from .paths import env_flag
-
     if env_flag("RVV_INDUCTOR_ENABLE"):
         enable()
 
@@ -48,14 +50,10 @@ def _torch_autoload() -> None:
     try:
         _autoenable()
     except Exception as e:  # noqa: BLE001
-        import logging
-
         logging.getLogger("rvv_inductor").warning("rvv_inductor: RVV_INDUCTOR_ENABLE=1 but enable() failed: %s", e)
 
 
 def _torch_is_initialising() -> bool:
-    import sys
-
     spec = getattr(sys.modules.get("torch"), "__spec__", None)
     return bool(getattr(spec, "_initializing", False))
 

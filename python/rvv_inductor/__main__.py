@@ -1,16 +1,18 @@
 """Command line: ``python3 -m rvv_inductor {info,verify,demo,serve}``."""
 from __future__ import annotations
 
+import json
 import sys
+
+from . import _native, cpu
+from ._native import NativeLibraryError
+from .export import main as export_main
+from .export import verify_main as verify_package
+from .serve import main as serve_main
+from .verify import main as verify_main
 
 
 def _info(argv: list[str]) -> int:
-    import json
-
-    from . import cpu
-
-    from ._native import NativeLibraryError
-
     d = cpu.detect()
     try:
         e = cpu.effective()
@@ -30,8 +32,6 @@ def _info(argv: list[str]) -> int:
 def _operator_kernels() -> str | None:
     """Which kernels the rvv_inductor:: operators will register, without importing torch:
     the C++ library beside the core, or why the ctypes ones (ops.kernels() says it at run time)."""
-    from . import _native
-
     try:
         _native.lib()
     except _native.NativeLibraryError:
@@ -54,19 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "info":
         return _info(rest)
     if cmd == "verify" and rest and rest[0].endswith(".pt2"):
-        from .export import verify_main as verify_package
-
         return verify_package(rest)
     if cmd == "export":
-        from .export import main as export_main
-
         return export_main(rest)
     if cmd == "verify":
-        from .verify import main as verify_main
-
         return verify_main(rest)
     if cmd == "demo":
         try:
+            # lazy: the demo is not in the installed wheel, and the other commands must not need it
             from .demo import main as demo_main
         except ModuleNotFoundError as e:
             if e.name != f"{__package__}.demo":
@@ -77,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return demo_main(rest)
     if cmd == "serve":
-        from .serve import main as serve_main
-
         return serve_main(rest)
     print(f"unknown command {cmd!r}\n{usage}", file=sys.stderr)
     return 2

@@ -25,8 +25,11 @@ Three pieces:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 
 import torch
+
+from . import _native
 
 NAME = "rvv"  # the transformers attention implementation name
 _lib = torch.library.Library("rvv_inductor", "FRAGMENT")
@@ -72,6 +75,7 @@ decode_attention = torch.ops.rvv_inductor.decode_attention.default
 def attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                       is_causal=None, **kwargs):
     """A transformers attention function (the signature of ``sdpa_attention_forward``)."""
+    # lazy: transformers; enable() imports this module and must not load it
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     mask_ok = attention_mask is None or (attention_mask.dtype == torch.bool and attention_mask.dim() == 4)
@@ -125,10 +129,6 @@ def varlen_attention_reference(q, k, v, cu_q, cu_k, scale, window):
 
 @torch.library.impl(_lib, "varlen_attention", "CPU")
 def _varlen_attention_cpu(q, k, v, cu_q, cu_k, scale, window):
-    import ctypes
-
-    from . import _native
-
     _check_varlen(q, k, v, cu_q, cu_k, window)
     if not (q.dtype == k.dtype == v.dtype == torch.bfloat16):
         return varlen_attention_reference(q, k, v, cu_q, cu_k, scale, window)
@@ -189,6 +189,7 @@ def register() -> None:
     global _registered
     if _registered:
         return
+    # lazy: transformers; enable() imports this module and must not load it
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 

@@ -36,13 +36,27 @@ is what rvv-generate does with the decode model's.
 from __future__ import annotations
 
 import argparse
+import collections
+import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import sys
+import tempfile
 import time
+import zipfile
+from pathlib import Path
 
-from .policy import WEIGHT_FORMATS
+from . import cpu, reasons, verify
+from .inductor import kernel_marker
+from .integration import enable
+from .policy import ACTIVATIONS, WEIGHT_FORMATS, Gate, resolve_activations
+from .policy import prefill_chunk as chunk_for
+
+# This module imports without torch (`export --help`, and the host's tests of its package
+# helpers): torch, transformers and the modules that load them are imported by the
+# functions that use them, each saying so ("lazy").
 
 FORMAT = "rvv-inductor-aoti/1"
 MODEL_NAME = "decode"
@@ -63,7 +77,7 @@ class ExportError(Exception):
 
 
 def _torch():
-    import torch
+    import torch  # lazy: torch; this module must import without it
 
     return torch
 
@@ -76,7 +90,7 @@ def load_model(src: str):
     if not os.path.exists(src):
         raise ExportError(f"{src}: no such file or directory")
     if os.path.isdir(src):
-        import transformers
+        import transformers  # lazy: transformers; this module must import without it
 
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16)
@@ -84,6 +98,7 @@ def load_model(src: str):
             raise ExportError(f"{src}: cannot load a causal LM: {type(e).__name__}: {e}") from None
         return model.eval()
     if src.endswith(".gguf"):
+        # lazy: torch; this module must import without it
         from .gguf_load import load_gguf
         from .regional import RVVQuantLinear
 
@@ -118,7 +133,7 @@ def decode_step(model, max_cache_len: int):
     non-functional tensor with a functional tensor"). Here the layers are re-pointed at the
     module's buffers on every call, so the export sees buffer mutations."""
     torch = _torch()
-    from transformers.cache_utils import StaticCache
+    from transformers.cache_utils import StaticCache  # lazy: transformers; this module must import without it
 
     class DecodeStep(torch.nn.Module):
         def __init__(self):
@@ -126,6 +141,7 @@ def decode_step(model, max_cache_len: int):
             self.model = model
             config = model.config.get_text_config()
             self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
+            # lazy: transformers; this module must import without it
             from transformers.integrations.executorch import get_head_shapes
 
             heads, head_dim = get_head_shapes(config)
@@ -154,8 +170,6 @@ def decode_step(model, max_cache_len: int):
 
 def _resolved_activations(weights: str, activations: str) -> str:
     """What the package's prefill GEMMs do with X: "int8" or "bf16"."""
-    from .policy import ACTIVATIONS, resolve_activations
-
     if weights == "bf16" or activations not in ACTIVATIONS:
         return "bf16"
     return resolve_activations(weights, activations)
@@ -163,8 +177,6 @@ def _resolved_activations(weights: str, activations: str) -> str:
 
 def target_isa() -> dict:
     """The ISA the generated kernels are compiled for (what the runner must find)."""
-    from . import cpu
-
     info = cpu.effective()
     return {"march": info.march, "has_v": bool(info.has_v), "vlen": int(info.vlen),
             "zvfh": bool(info.has_zvfh), "zvfbfmin": bool(info.has_zvfbfmin), "zvfbfwma": bool(info.has_zvfbfwma)}
@@ -178,15 +190,12 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     ``activations``: how the INT8/INT4 GEMMs of the prefill step treat X ("auto", "int8" or
     "bf16", as in ``compile_linears``)."""
     torch = _torch()
-    import rvv_inductor
-    from torch.export.pt2_archive._package import package_pt2
+    from torch.export.pt2_archive._package import package_pt2  # lazy: torch; this module must import without it
 
     if not str(out).endswith(".pt2"):
         raise ExportError(f"{out}: the package name must end in .pt2")
     config = model.config.get_text_config()
     if prefill_chunk is None:
-        from .policy import ACTIVATIONS, WEIGHT_FORMATS, prefill_chunk as chunk_for
-
         if weights in WEIGHT_FORMATS and activations in ACTIVATIONS:
             prefill_chunk = min(chunk_for(weights, activations), max_cache_len)
         else:
@@ -206,7 +215,7 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     step = decode_step(model, max_cache_len)
     steps = {MODEL_NAME: 1, **({PREFILL_NAME: prefill_chunk} if prefill_chunk else {})}
     t0 = time.time()
-    from . import attention as rvv_attention
+    from . import attention as rvv_attention  # lazy: torch; this module must import without it
 
     programs = {}
     with torch.no_grad(), (rvv_attention.use_in(model) if attention == "rvv" else contextlib.nullcontext()):
@@ -228,8 +237,7 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
             "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
             "threads_at_compile": None}
 
-    rvv_inductor.enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16,
-                        activations=activations)
+    enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16, activations=activations)
     opts = {"aot_inductor.package": True, "freezing": True,
             # No precompiled header, so the generated code gets our vector exp (SiLU, softmax
             # outside the attention kernel): GCC 16 crashes on RVV intrinsics over a PCH that
@@ -294,7 +302,7 @@ def _recording_constants():
     ``constant{len(constants)}``; when that name is taken it stores the new one as
     ``constantN_0`` but keeps ``constantN`` as its original name, so two constants would
     share one FQN. Such a constant gets its own name as its FQN instead."""
-    from torch._inductor.graph import GraphLowering
+    from torch._inductor.graph import GraphLowering  # lazy: Inductor; this module must import without torch
 
     alloc, codegen = GraphLowering.allocate_non_dup_const_name, GraphLowering.codegen_with_cpp_wrapper
     graphs: list[dict] = []
@@ -351,8 +359,6 @@ def _serial_thread_pools():
     exec, and the compile's subprocess.run waited for it forever; a fork racing with
     exiting threads is the suspected cause (not proven: the hang is rare). Without the
     pool nothing is exiting at the fork. Serially the copy is one memmove per constant."""
-    import concurrent.futures
-
     real = concurrent.futures.ThreadPoolExecutor
     concurrent.futures.ThreadPoolExecutor = _SerialExecutor
     try:
@@ -410,18 +416,13 @@ def own_routing(text: str, pid: int) -> str:
 
 
 def _routing_log():
-    from pathlib import Path
-
+    # lazy: Inductor; this module must import without torch
     from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    from . import reasons
 
     return Path(cache_dir()) / "rvv_inductor" / reasons.LOG_NAME
 
 
 def _parse_gate(text: str):
-    from .policy import Gate
-
     old = os.environ.get("_RVV_EXPORT_GATE")
     os.environ["_RVV_EXPORT_GATE"] = text
     try:
@@ -435,8 +436,6 @@ def _parse_gate(text: str):
 
 def read_meta(package: str) -> dict:
     """The package's extra/rvv_inductor.json."""
-    import zipfile
-
     with zipfile.ZipFile(package) as z:
         for name in z.namelist():
             if name.endswith("extra/" + META_FILE):
@@ -448,10 +447,6 @@ def extract(package: str, dest: str) -> str:
     """Unpack the package into ``dest`` laid out like an Inductor cache directory for
     ``verify``: the generated .cpp and .so as they are, and the compile's routing log at
     ``dest/rvv_inductor/routing.jsonl``. Returns ``dest``."""
-    import zipfile
-
-    from . import reasons
-
     with zipfile.ZipFile(package) as z:
         names = z.namelist()
         z.extractall(dest)
@@ -467,14 +462,6 @@ def extract(package: str, dest: str) -> str:
 def scan_package(package: str, dest: str) -> dict:
     """``verify.scan`` of the extracted package, with the ATen GEMM calls of AOTI's C++
     wrapper (``aoti_torch_cpu_mm_out`` ...) counted in ``extern_calls``."""
-    import collections
-    import re
-    from pathlib import Path
-
-    from . import verify
-
-    from .inductor import kernel_marker
-
     extract(package, dest)
     report = verify.scan(Path(dest))
     # AOTInductor compiles its kernels (X.kernel.cpp) and wrapper (Y.wrapper.cpp) into one
@@ -499,7 +486,7 @@ def scan_package(package: str, dest: str) -> dict:
     # kernel (its marker in a kernel source, attention_lowering.py) or ATen's SDPA called
     # by the wrapper (export --attention sdpa); custom ops left as extern calls (a lowering
     # that fell back), which go through AOTI's proxy executor that rvv-generate lacks.
-    from .inductor import attention_lowering
+    from .inductor import attention_lowering  # lazy: Inductor (for its MARKER); this module must import without torch
 
     marker = attention_lowering.MARKER.split("{")[0].strip()
     calls = collections.Counter(report["extern_calls"])
@@ -522,10 +509,6 @@ def scan_package(package: str, dest: str) -> dict:
 def verify_main(argv: list[str]) -> int:
     """``python3 -m rvv_inductor verify PKG.pt2 [--json] [--expect-rvv MxNxK]``: verify's
     report and verdict on a package's generated code and routing decisions."""
-    import tempfile
-
-    from . import verify
-
     ap = argparse.ArgumentParser(prog="python3 -m rvv_inductor verify PKG.pt2")
     ap.add_argument("package")
     ap.add_argument("--json", action="store_true")

@@ -135,6 +135,7 @@ def _skip_value(c: _Cursor, vtype: int, key: str, depth: int = 0) -> int | None:
 def _tensor_infos(c: _Cursor, count: int) -> list[tuple[str, int, int]]:
     """(name, data offset, data bytes) of each tensor; a type gguf does not know is refused
     here, naming the tensor (GGUFReader would raise a bare ValueError)."""
+    # lazy: gguf (numpy); this module must import without it (host)
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
     known = {int(t): t for t in GGMLQuantizationType}
@@ -437,7 +438,7 @@ def open_checked(path: str | os.PathLike, supported_types=SUPPORTED_TYPES):
     with them. ``load_gguf`` and ``serve FILE.gguf`` (before its tokenizer, which reads the
     same metadata) both start with it; needs the gguf package, not torch."""
     try:
-        import gguf
+        import gguf  # lazy: gguf (numpy); this module must import without it (host)
     except ImportError as e:
         raise GGUFError("reading a GGUF file needs the gguf package (Debian: apt install python3-gguf)") from e
     path = os.fspath(path)

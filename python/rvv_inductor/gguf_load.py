@@ -24,11 +24,20 @@ import os
 
 import numpy as np
 import torch
+import transformers
+
+try:
+    import gguf
+except ImportError as e:  # optional (python3-gguf): _gguf() says so when a file is loaded
+    gguf, _GGUF_MISSING = None, e
 
 from . import cpu, gguf_checks, quantized
 from ._native import RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8
-from .gguf_checks import ARCHITECTURES, SUPPORTED_TYPES, GGUFError  # noqa: F401  (defined there: gguf_checks imports nothing of ours)
+from .gguf_checks import ARCHITECTURES, GGUFError  # defined there: gguf_checks imports nothing of ours
 from .policy import DEFAULT_ACTIVATIONS, check_activations
+from .regional import RVVQuantLinear
+
+SUPPORTED_TYPES = gguf_checks.SUPPORTED_TYPES  # the file types load_gguf reads (checked in gguf_checks)
 
 # The GGUF block formats packed from the file's blocks as they are (weight_formats.inl).
 _BLOCK_TYPES = {"Q4_1": "q4_1", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}
@@ -39,10 +48,8 @@ _OTHER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"
 
 
 def _gguf():
-    try:
-        import gguf
-    except ImportError as e:
-        raise GGUFError("load_gguf needs the gguf package (Debian: apt install python3-gguf)") from e
+    if gguf is None:
+        raise GGUFError("load_gguf needs the gguf package (Debian: apt install python3-gguf)") from _GGUF_MISSING
     return gguf
 
 
@@ -181,10 +188,6 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
     its int8 values and its packed copy)."""
     check_activations(activations, "load_gguf")
     gguf = _gguf()
-    import transformers
-
-    from .regional import RVVQuantLinear
-
     path = os.fspath(path)
     reader = gguf_checks.open_checked(path)  # layout, tensor types and metadata, before anything is built
 

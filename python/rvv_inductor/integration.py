@@ -23,8 +23,9 @@ import os
 import threading
 from typing import Callable
 
-from . import cpu
+from . import cpu, paths
 from ._patching import PatchSet
+from .inductor import cache_sizes, prefix_overlay
 from .policy import DEFAULT_ACTIVATIONS, Gate
 from .weight_spec import KEEP_BY_TENSOR, WeightSpec
 
@@ -39,7 +40,7 @@ def _register_torch_logs() -> None:
     """TORCH_LOGS=rvv_inductor (or +rvv_inductor for debug) shows every routing decision
     (shape, route, reason) as it is made, like any Inductor component."""
     try:
-        from torch._logging._internal import register_log
+        from torch._logging._internal import register_log  # lazy: torch; `import rvv_inductor` must not import it
 
         register_log("rvv_inductor", "rvv_inductor")
     except Exception:  # noqa: BLE001  (a torch without this hook: the explicit setup below still works)
@@ -78,7 +79,7 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
     one. Raises CpuOverrideError if RVV_INDUCTOR_CPU claims features the CPU lacks. Returns
     a status dict (what was installed and why)."""
     with _lock:
-        from .inductor import quant_lowering, routing
+        from .inductor import quant_lowering, routing  # lazy: Inductor; `import rvv_inductor` must not import it
 
         spec = None
         if weights is not None or group_size is not None or keep_bf16 is not None or activations is not None:
@@ -108,6 +109,7 @@ def enable(gate: Gate | None = None, *, weights: str | None = None, group_size: 
 
 
 def _install(info: cpu.CpuInfo) -> dict:
+    # lazy: torch and Inductor, and our modules that load them; `import rvv_inductor` must not import them
     import torch
     import torch._inductor.lowering as lowering  # before cpp_micro_gemm: import-order trap
     from torch._inductor import config as inductor_config
@@ -116,7 +118,7 @@ def _install(info: cpu.CpuInfo) -> dict:
     import torch.utils.cpp_extension as cpp_extension
 
     from . import ops, attention  # ops defines the rvv_inductor library, attention adds to it
-    from .inductor import attention_lowering, cache_sizes, micro_gemm, packed_lowering, prefix_overlay, quant_lowering, routing, vec_isa
+    from .inductor import attention_lowering, micro_gemm, packed_lowering, quant_lowering, routing, vec_isa
 
     st = {"cpu": info, "vec_isa": None, "march": None, "micro_gemms": [], "routing": True}
     _patches.set(torch.cpu, "get_capabilities", cache_sizes.get_capabilities_wrapper(torch.cpu.get_capabilities))
@@ -157,6 +159,7 @@ def _install(info: cpu.CpuInfo) -> dict:
 
 
 def _cache_key_pass_class():
+    # lazy: Inductor; `import rvv_inductor` must not import it
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
     class CacheKeyPass(CustomGraphPass):
@@ -166,7 +169,7 @@ def _cache_key_pass_class():
             return None
 
         def uuid(self):
-            from . import paths
+            # lazy: Inductor; `import rvv_inductor` must not import it
             from .inductor import quant_lowering, routing, template
 
             return (f"rvv_inductor:{routing.get_gate()}:{quant_lowering.get_spec().key()}:"
@@ -190,7 +193,7 @@ def disable() -> None:
     with _lock:
         _patches.restore()
         _status.clear()
-        from .inductor import quant_lowering
+        from .inductor import quant_lowering  # lazy: Inductor; `import rvv_inductor` must not import it
 
         quant_lowering.set_spec(WeightSpec())
         for callback in _on_disable:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from . import cpu
+from . import attention, cpu
 
 
 def repeated_blocks(model: torch.nn.Module, packed_types: tuple[type, ...]) -> list[tuple[str, torch.nn.Module]]:
@@ -43,8 +43,6 @@ def _use_rvv_attention(model: torch.nn.Module) -> bool:
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return False
-    from . import attention
-
     attention.register()
     configs = {id(c): c for c in (config, getattr(config, "get_text_config", lambda: config)())}.values()
     for c in configs:

@@ -39,7 +39,7 @@ def headers_digest() -> str:
 
 def state_dir() -> Path:
     """Per-user directory for generated files, next to Inductor's own cache."""
-    # Imported here: this module stays torch-free (bench/report.py and the host tier).
+    # lazy: Inductor; this module must import without torch (bench/report.py and the host tier)
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     d = Path(cache_dir()) / "rvv_inductor"

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Union
 
+from . import paths
+
 log = logging.getLogger("rvv_inductor")
 
 LOG_NAME = "routing.jsonl"  # in paths.state_dir()
@@ -110,8 +112,6 @@ def _append(op: str, m, n, k, dtype, route: str, text: str, code: str | None) ->
 
 
 def _log_path() -> Path:
-    from . import paths
-
     return paths.state_dir() / LOG_NAME
 
 

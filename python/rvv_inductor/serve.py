@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from . import gguf_checks, serve_requests
+from .integration import enable
 
 EXIT_BAD_INPUT = 2
 
@@ -121,6 +122,7 @@ def check_port(host: str, port: int) -> None:
 
 def model_manager_class(opts: argparse.Namespace, summary: dict):
     """transformers' ModelManager, loading through compile_linears / load_gguf."""
+    # lazy: transformers; --help and the input checks run without it
     from transformers.cli.serving.model_manager import ModelManager
 
     class RVVModelManager(ModelManager):
@@ -136,7 +138,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             return Path(model_id_and_revision.rsplit("@", 1)[0])
 
         def _load_processor(self, model_id_and_revision: str):
-            from transformers import AutoTokenizer
+            from transformers import AutoTokenizer  # lazy: transformers; --help and the input checks run without it
 
             path = self._path(model_id_and_revision)
             if opts.tokenizer:
@@ -150,7 +152,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             return super()._load_processor(model_id_and_revision)
 
         def _load_model(self, model_id_and_revision: str, tqdm_class=None, progress_callback=None):
-            from . import regional
+            from . import regional  # lazy: torch; --help and the input checks run without it
 
             path = self._path(model_id_and_revision)
             t0 = time.perf_counter()
@@ -165,7 +167,7 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
             self.served = serve_requests.Served.of(self.force_model, opts.model, model.config)
             if opts.continuous_batching and opts.attention == "rvv":
                 # Continuous batching keeps a "paged|" implementation as it finds it.
-                from . import attention
+                from . import attention  # lazy: torch; --help and the input checks run without it
 
                 attention.register()
                 model.set_attn_implementation(attention.PAGED_NAME)
@@ -192,6 +194,7 @@ def load_gguf_packed(path, activations: str = "auto"):
     ``compile_linears`` for the Linears the file holds in BF16/F16 -- among them a tied
     lm_head, which reads the embedding table: without this it would run on ATen, and the
     vocabulary matrix would be held twice. Returns (model, LinearReport of every layer)."""
+    # lazy: torch; --help and the input checks run without it
     from . import regional
     from .gguf_load import load_gguf
 
@@ -212,6 +215,7 @@ def load_gguf_packed(path, activations: str = "auto"):
 def _load_checkpoint(path: Path, attn_implementation: str | None):
     """The checkpoint's causal LM in BF16 on the CPU. (transformers' own loader passes
     ``device_map``, which needs accelerate, not packaged in Debian.)"""
+    # lazy: torch and transformers; --help and the input checks run without them
     import torch
     import transformers
 
@@ -282,13 +286,12 @@ def start(opts: argparse.Namespace) -> Server:
     model = check_model(opts.model, opts.weights)
     check_port(opts.host, opts.port)
     if opts.threads:
-        import torch
+        import torch  # lazy: torch; --help and the input checks run without it
 
         torch.set_num_threads(opts.threads)
-    from .integration import enable
-
     enable()
     try:
+        # lazy: transformers' server (fastapi, uvicorn): only when serving, and its absence is a ServeError
         from transformers.cli import serve as tserve
         from transformers.cli.serving import chat_completion, completion, response, utils
         from transformers.cli.serving import model_manager as tmm

@@ -140,7 +140,7 @@ def generation_config(name, value, _served):
         fields = None
     if not isinstance(fields, dict):
         _bad(name, "a JSON object in a string", value)
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # lazy: transformers; this module must import without it (host)
 
     try:
         GenerationConfig(**fields)
@@ -357,6 +357,7 @@ def checked_handler(base: type, endpoint: str) -> type:
 
     class Checked(base):
         async def handle_request(self, body: dict, request_id: str):
+            # lazy: transformers' server stack, there only when serving; this module must import without it
             from fastapi.responses import JSONResponse
             from starlette.exceptions import HTTPException
 

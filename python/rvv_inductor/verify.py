@@ -20,6 +20,7 @@ import argparse
 import collections
 import dataclasses
 import json
+import platform
 import re
 import shutil
 import subprocess
@@ -51,8 +52,6 @@ class SoReport:
 
 def find_disassembler() -> list[str] | None:
     """A disassembler that understands RVV: the riscv64 host's objdump, else LLVM's."""
-    import platform
-
     if platform.machine() == "riscv64" and shutil.which("objdump"):
         return ["objdump", "-d", "--no-show-raw-insn"]
     for name in ("llvm-objdump-19", "llvm-objdump"):

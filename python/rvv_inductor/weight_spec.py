@@ -97,7 +97,7 @@ def _keep(keep: Any, caller: str, keep_by: str) -> tuple:
 
 
 def _weight_ptrs(keep: Any, caller: str) -> tuple[int, ...]:
-    import torch  # the whole-model path only; compile_linears' patterns need no torch here
+    import torch  # lazy: torch; this module must import without it (integration: `import rvv_inductor`)
 
     if keep is None:
         return ()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rvv_inductor import policy  # plain Python, no torch
 
-# rvvcount region ids of the demo's counting runs (worker.py): kind + 4 x batch index, and
+# rvvcount region ids of the demo's counting runs (demo/modes.py): kind + 4 x batch index, and
 # the long prompt's two.
 DECODE_REST, DECODE_LINEAR, PREFILL_REST, PREFILL_LINEAR = 1, 2, 3, 4
 PROMPT_REST, PROMPT_LINEAR = 13, 14

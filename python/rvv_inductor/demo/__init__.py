@@ -6,7 +6,8 @@ memory, agreement with eager, weight bytes per token, layer routing and (with co
 the rvvcount QEMU plugin, see scripts/demo) an estimated K1 throughput.
 
 Each mode runs in its own process (worker.py) so its compile time and peak RSS are its
-own; this process only plans, checks input, and writes the report (report.py).
+own; this process only plans, checks input, and writes the report (report.py), with the
+modes' torch-free tables (modes.py): it imports no torch.
 """
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ import time
 from pathlib import Path
 
 from ..policy import K1_CORES
-from . import models, worker
+from . import models, modes, report
 from .progress import Plan, expected_seconds
 
 # eager first: the other modes compare with its results
-MODES = tuple(worker.MODES) + tuple(worker.LLAMACPP_MODES) + tuple(worker.PACKAGE_MODES)
+MODES = tuple(modes.MODES) + tuple(modes.LLAMACPP_MODES) + tuple(modes.PACKAGE_MODES)
 # The default run includes the INT4 AOTInductor package (beside llama.cpp Q4_0: the two
 # programs without Python); --full adds the BF16 one (each export compiles the decode and
 # prefill steps with g++ under emulation: minutes even for the tiny model).
@@ -195,19 +196,19 @@ def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str
     worker, then (when scripts/demo counts: count_jobs > 0) each counting run."""
     tokens = sum(b * (p + spec["steps"]) for b in spec["batches"] for p in spec["prompts"])
     n = spec["n_params_expected"]
-    stages = [(f"measure:{m}", expected_seconds("measure", m, n, tokens)) for m in [worker.EMPTY] + spec["modes"]]
+    stages = [(f"measure:{m}", expected_seconds("measure", m, n, tokens)) for m in [modes.EMPTY] + spec["modes"]]
     if count_jobs > 0:
         # scripts/demo counts the whole-model graph only with --full or when named.
         want = [m for m in count_modes.split(",") if m] or [m for m in spec["modes"] if m != "whole" or spec["full"]]
-        ctok = max(spec["batches"][:worker.MAX_COUNTED_BATCHES]) * (spec["count_prompt"] + spec["count_steps"])
+        ctok = max(spec["batches"][:modes.MAX_COUNTED_BATCHES]) * (spec["count_prompt"] + spec["count_steps"])
         runs = spec["count_runs"] or [{"tag": ""}]
         long_p = spec.get("count_prefill") or 0
         for m in spec["modes"]:
             if m not in want:
                 continue
-            if m in worker.DRIVER_MODES:  # worker._write_*_count_runs: decode and the long prompt per thread count
-                depths = [""] if m in worker.PACKAGE_MODES else [r["tag"] for r in runs]
-                for t in worker.count_threads(spec, m):
+            if m in modes.DRIVER_MODES:  # worker._write_*_count_runs: decode and the long prompt per thread count
+                depths = [""] if m in modes.PACKAGE_MODES else [r["tag"] for r in runs]
+                for t in modes.count_threads(spec, m):
                     stages.append((f"count:{m}-t{t}", expected_seconds("count", m, n, ctok)))
                     stages += [(f"count:{m}-prompt-t{t}{d}", expected_seconds("count-prompt", m, n, long_p))
                                for d in depths if long_p]
@@ -234,7 +235,7 @@ def _write_specs(out: Path, spec: dict, a) -> None:
     spec["warm_cache"] = bool(a.keep_cache)
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
     count_spec = dict(spec, count=True, prompts=[spec["count_prompt"]], steps=spec["count_steps"], threads=1,
-                      batches=spec["batches"][:worker.MAX_COUNTED_BATCHES], count_tag="")
+                      batches=spec["batches"][:modes.MAX_COUNTED_BATCHES], count_tag="")
     # One counting run per entry; with --count-layers, two shallower models whose counts the
     # report extrapolates to the full depth (report.counted).
     runs = spec["count_runs"]
@@ -245,13 +246,24 @@ def _write_specs(out: Path, spec: dict, a) -> None:
     (out / "spec-count.json").write_text(json.dumps(count_spec, indent=1))
 
 
+def _worker_main(argv: list[str]) -> int:
+    """``demo --worker MODE SPEC.json``: one mode in this process (worker.py)."""
+    spec = json.loads(Path(argv[1]).read_text()) if len(argv) == 2 else {}
+    if (spec.get("count") or (spec.get("threads") or 1) > 1) and "torch" not in sys.modules:
+        # Before libgomp loads (with torch, which worker.py imports): idle OpenMP workers
+        # sleep in futex instead of spinning inside a counted region, where the plugin would
+        # charge the spinning, or, in the measuring pass, on the cores the other mode worker needs.
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    from . import worker  # lazy: torch and transformers; the driver imports no torch (host)
+
+    return worker.main(argv)
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--worker":
-        return worker.main(argv[1:])
+        return _worker_main(argv[1:])
     a = parser().parse_args(argv)
     out = Path(a.out).resolve()
-    from . import report
-
     if a.report_only:
         return report.write(out)
     try:
@@ -278,13 +290,13 @@ def main(argv: list[str]) -> int:
         plan.start(f"measure:{mode}")
         rc = _run_worker(mode, out / "spec.json", out, env)
         plan.finish(f"measure:{mode}", time.monotonic() - t0)
-        if rc != 0 and mode in worker.LLAMACPP_MODES:
+        if rc != 0 and mode in modes.LLAMACPP_MODES:
             # llama.cpp is a peer, not part of this project: its failure is a row saying so.
             (out / f"result-{mode}.json").write_text(json.dumps(
                 {"mode": mode, "unavailable": f"the worker failed (exit {rc}, see worker-{mode}.log)",
                  "workloads": []}))
             rc = 0
-        if rc == 0 and mode != worker.EMPTY:
+        if rc == 0 and mode != modes.EMPTY:
             print(f"rvv_inductor demo: {mode} finished in {time.monotonic() - t0:.0f} s; {plan.eta_text()}",
                   flush=True)
         return rc
@@ -294,7 +306,7 @@ def main(argv: list[str]) -> int:
     expected = dict(plan_stages(spec, 0, ""))
     rest = sorted(spec["modes"][1:], key=lambda m: -expected.get(f"measure:{m}", 0.0))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        first = [pool.submit(measure, m) for m in (worker.EMPTY, "eager")]
+        first = [pool.submit(measure, m) for m in (modes.EMPTY, "eager")]
         rcs = [f.result() for f in first]
         if all(rc == 0 for rc in rcs):
             rcs += list(pool.map(measure, rest))

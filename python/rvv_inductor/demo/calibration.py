@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import math
 
-from ..policy import K1_DRAM_ACHIEVED_BYTES_PER_S
+from ..policy import K1_CLOCK_HZ, K1_DRAM_ACHIEVED_BYTES_PER_S
 
 # Largest relative error of the fitted model on the other published numbers that we still
 # call a calibration (issue "benchmark truth").
@@ -207,8 +207,6 @@ def compute_checks(bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S,
     """Each compute-bound published number (``COMPUTE_PUBLISHED`` unless ``numbers``)
     against the estimate of the same workload at every counted thread count: predicted
     tok/s and the error (prediction / published - 1)."""
-    from ..policy import K1_CLOCK_HZ
-
     out = []
     for c in COMPUTE_PUBLISHED if numbers is None else numbers:
         for threads, k in sorted(c.counted.items(), reverse=True):

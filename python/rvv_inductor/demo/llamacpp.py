@@ -57,9 +57,10 @@ def unavailable() -> str | None:
     if not os.path.isfile(exe) or not os.access(exe, os.X_OK):
         return f"{ENV}={exe} is not an executable file"
     try:
-        import gguf  # noqa: F401
+        import gguf  # lazy: gguf (numpy), probed here; this module must import without it (host)
     except ImportError:
         return "python3-gguf is not installed (apt install python3-gguf)"
+    del gguf  # only probed: write_gguf imports it
     try:
         r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -127,6 +128,7 @@ def _nbytes(shape, gtype: str) -> int:
 
 def _encode(t, gtype: str, heads: int):
     """The tensor's bytes in gtype (numpy), quantized in row chunks."""
+    # lazy: gguf, numpy, torch; this module must import without them (host)
     import gguf
     import numpy as np
     import torch
@@ -153,6 +155,7 @@ def write_gguf(model, path, fmt) -> dict:
     """Write a transformers Qwen2/Llama model as a GGUF file in ``fmt`` (see the module
     docstring). Returns {"path", "file_bytes", "linear_weight_bytes" (the Linear weights and
     the output matrix, which every decode token reads), "format"}."""
+    # lazy: gguf, numpy; this module must import without them (host)
     import gguf
     import numpy as np
 

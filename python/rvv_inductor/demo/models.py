@@ -111,6 +111,7 @@ def _check_safetensors_header(path: Path) -> None:
 
 def build(spec: dict):
     """The model in BF16, eval mode, no grad; deterministic for a given spec."""
+    # lazy: torch, transformers; this module must import without them (the demo's driver, host tools)
     import torch
     import transformers
 
@@ -138,7 +139,7 @@ def _random_model(transformers, cfg, seed: int):
     emulation. Every matrix and bias is a window, at a random offset, of one prime-sized
     pool of N(0, 0.02) values (so no two rows of any weight here are equal); norm weights
     are 1, as transformers initialises them."""
-    import torch
+    import torch  # lazy: torch; this module must import without it (the demo's driver, host tools)
 
     with torch.device("meta"):
         model = transformers.Qwen2ForCausalLM(cfg)
@@ -173,6 +174,7 @@ def build_lazy(spec: dict):
     For a checkpoint, ``load`` is its directory (compile_linears reads the safetensors one
     tensor at a time); for a --config model, a ``load(name, meta)`` callable that makes each
     weight on demand with exactly the values ``build`` gives it."""
+    # lazy: torch, transformers; this module must import without them (the demo's driver, host tools)
     import torch
     import transformers
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from .. import policy
 from . import calibration
 from . import estimate
-from .worker import (DECODE_LINEAR, DECODE_REST, DRIVER_MODES, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
-                     PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, region_id)
+from .modes import (DECODE_LINEAR, DECODE_REST, DRIVER_MODES, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
+                    PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, region_id)
 
 ULPS = 4  # tolerance: BF16 ulps at the largest eager logit (see tests/python/test_transformers.py)
 RAW_COUNTERS = ("insns", "vector_insns", "vsetvl", "vbeats", "bytes_read", "bytes_written", "dram_read_bytes",
@@ -116,7 +116,7 @@ def _run_regions(out: Path, mode: str, tag: str) -> dict | None:
 
 def counted_driver(out: Path, mode: str, cspec: dict) -> list[dict] | None:
     """Per-token counters of a mode run by an external program (llama.cpp's decode driver,
-    rvv-generate), one row per thread count it was counted at (worker.count_threads): its
+    rvv-generate), one row per thread count it was counted at (modes.count_threads): its
     decode run charges every decode token to the run's region (batch 1, every thread
     counted), and, for rvv-generate, the counting prompt's prefill to prefill_region; its
     long-prompt run charges the whole long prompt to prefill_region, counted at full depth
@@ -257,7 +257,7 @@ def weight_bytes_per_token(m: dict, batch: int) -> float | None:
 def _mode_entry(out: Path, mode: str, r: dict, eager_logits, spec: dict, cspec: dict, empty_kib: int | None) -> dict:
     """One mode's row of report.json: its worker's result, its agreement with eager's
     logits (asserted for the BF16 modes) and its counts."""
-    import torch
+    import torch  # lazy: torch; this module must import without it (--refresh, host tools)
 
     m = {k: r.get(k) for k in ("compile_s", "prepare_s", "graphs", "prefill_chunk", "rss_peak_kib", "rss_model_kib",
                                "param_bytes", "packed_bytes", "routing", "workloads", "threads",
@@ -286,7 +286,7 @@ def _mode_entry(out: Path, mode: str, r: dict, eager_logits, spec: dict, cspec: 
 
 
 def write(out: Path) -> int:
-    import torch
+    import torch  # lazy: torch; this module must import without it (--refresh, host tools)
 
     spec_path = out / "spec.json"
     if not spec_path.is_file():
@@ -334,7 +334,7 @@ def refresh(out: Path) -> int:
     spec = json.loads((out / "spec.json").read_text()) if (out / "spec.json").is_file() else rep["spec"]
     added = [m for m in spec["modes"] if m not in rep["modes"] and (out / f"result-{m}.json").is_file()]
     if added:
-        import torch
+        import torch  # lazy: torch; this module must import without it (--refresh, host tools)
 
         eager = torch.load(out / "logits-eager.pt")
         for mode in added:
@@ -774,10 +774,10 @@ def render(rep: dict) -> str:
 
 
 def _plot(out: Path, rep: dict) -> None:
-    import matplotlib
+    import matplotlib  # lazy: optional (no plot without it), loads numpy; this module must import without it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after use("Agg"), which must precede it
 
     modes = rep["modes"]
     names = list(modes)

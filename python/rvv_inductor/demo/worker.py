@@ -12,7 +12,9 @@ and run llama.cpp's decode driver (``llamacpp.py``) instead: ``run_llamacpp``. T
 modes (``PACKAGE_MODES``) export the model's decode step as an AOTInductor package and run
 it with ``rvv-generate`` (C++, no Python in the process): ``run_package``. The
 ``empty`` worker imports torch and transformers and builds nothing: its peak RSS is the
-baseline the report subtracts from every mode's.
+baseline the report subtracts from every mode's. The modes' names and traits, and the
+region ids of the counting runs, are in ``modes.py`` (torch-free: the driver and the report
+read them on the host).
 
 Generation uses a transformers StaticCache (one per batch size, reset per workload), the
 same in every mode. Greedy decoding in eager mode picks the tokens; the other modes are
@@ -22,26 +24,30 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
-from . import models
+import torch
+import transformers
+
+from .. import _native, cpu, export, paths, reasons
+from ..integration import enable
+from ..policy import DEFAULT_GROUP_SIZE, K1_CORES, M_BUCKETS, prefill_chunk
+from . import llamacpp, models
+from .modes import (DECODE_LINEAR, DECODE_REST, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
+                    PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, count_threads,
+                    region_id, runner_times)
 from .progress import Progress, worker_eta
 
-# rvvcount region ids (csrc/rvv_inductor/markers.h) used by counting runs: one per kind
-# and batch size; rvv_count_region takes ids 1..16: three batch sizes, and the last two ids
-# for the long prompt (spec "count_prefill", batch 1: what a user's time to first token is).
-DECODE_REST, DECODE_LINEAR, PREFILL_REST, PREFILL_LINEAR = 1, 2, 3, 4
-REGION_KINDS = 4
-MAX_COUNTED_BATCHES = 3
-PROMPT_REST, PROMPT_LINEAR = 13, 14
-
-
-def region_id(kind: int, batch_index: int) -> int:
-    """The rvvcount region of ``kind`` (DECODE_REST, ...) for the batch_index-th batch size."""
-    return kind + REGION_KINDS * batch_index
+# The regional runtime and Inductor are imported where a mode uses them (each such import
+# says why, "lazy"): they load our operator library and Inductor into the process, and the
+# peak RSS of the eager and the empty worker, the baseline every mode's memory is reported
+# over, must not include them.
 
 
 def _rss_kib(field: str) -> int:
@@ -56,14 +62,10 @@ class RegionCounter:
     allows no nesting, so a Linear call ends the "rest" region and begins its own."""
 
     def __init__(self, model, hook_linears: bool) -> None:
-        from .. import _native
-
         self._mark = _native.lib().rvv_count_region
         self.rest = self.linear = 0
         if hook_linears:
-            import torch
-
-            from ..regional import RVVLinear
+            from ..regional import RVVLinear  # lazy: loads our ops library; eager's RSS stays without it
 
             for m in model.modules():
                 if isinstance(m, (torch.nn.Linear, RVVLinear)):
@@ -90,8 +92,6 @@ class RegionCounter:
 
 
 def _workload_inputs(spec, b: int, p: int):
-    import torch
-
     g = torch.Generator().manual_seed(spec["seed"] * 1000003 + b * 1009 + p)
     return torch.randint(0, spec["vocab_size"], (b, p), generator=g)
 
@@ -99,8 +99,6 @@ def _workload_inputs(spec, b: int, p: int):
 def _generate(model, decode, cache, prompt, steps, teacher, counter=None, bi=0):
     """Prefill, then `steps` decode steps. Returns logits [B, steps+1, V] (BF16), the
     tokens fed/chosen [B, steps+1], and wall times."""
-    import torch
-
     b, p = prompt.shape
     cache.reset()
     t0 = time.perf_counter()
@@ -137,8 +135,6 @@ class Session:
     batch size, the workloads' prompts, and eager's tokens for teacher forcing."""
 
     def __init__(self, mode_name: str, spec: dict, model, prog: Progress) -> None:
-        import transformers
-
         self.mode_name, self.spec, self.model, self.prog = mode_name, spec, model, prog
         self.decode = model.forward  # a mode's compile step may replace it
         self.teacher = None
@@ -179,9 +175,7 @@ def linear_weight_bytes(model) -> int:
     """Bytes of the Linear weights one decode step reads: each Linear's weight once, as it
     is stored (packed and quantized for RVVLinear/RVVQuantLinear, the [N, K] tensor for
     nn.Linear); a tied lm_head reads the embedding table."""
-    import torch
-
-    from ..regional import RVVLinear
+    from ..regional import RVVLinear  # lazy: loads our ops library; eager's RSS stays without it
 
     total = 0
     for m in model.modules():
@@ -193,16 +187,15 @@ def linear_weight_bytes(model) -> int:
 
 
 class Mode:
-    """One way of running the model. ``run`` calls, in order: ``compile`` (make the model
-    or its decode step fast), ``warm_up`` (trigger every compile before timing), the
-    measured generation (the same for every mode), and ``measure`` (what only this mode
-    reports)."""
+    """One way of running the model (its traits: ``modes.MODES[name]``). ``run`` calls, in
+    order: ``compile`` (make the model or its decode step fast), ``warm_up`` (trigger every
+    compile before timing), the measured generation (the same for every mode), and
+    ``measure`` (what only this mode reports)."""
 
     name = ""
-    teacher_forced = True     # compares logits for eager's tokens (eager picks them greedily)
-    lazy = False              # the mode's compile step materialises a meta-device model
-    asserted = True           # agreement with eager within the BF16 tolerance is required
-    linear_separable = True   # a counting run can charge Linear calls to their own region
+
+    def __init__(self) -> None:
+        self.traits = MODES[self.name]
 
     def compile(self, session: Session, res: dict) -> None:
         pass
@@ -220,17 +213,15 @@ class Eager(Mode):
     """ATen, what users have today."""
 
     name = "eager"
-    teacher_forced = False
 
 
 class Regional(Mode):
     """rvv_inductor.compile_linears: only the Linear layers are compiled (RVV)."""
 
     name = "regional"
-    lazy = True  # built on the meta device: compile_linears(load=...) packs layer by layer
 
     def compile(self, session: Session, res: dict) -> None:
-        from ..regional import compile_linears
+        from ..regional import compile_linears  # lazy: loads our ops library; eager's RSS stays without it
 
         session.prog.stage("regional: packing the Linear weights")
         _record_linears(res, compile_linears(session.model, load=session.load))
@@ -242,7 +233,7 @@ class Regional(Mode):
         return warm
 
     def measure(self, res: dict) -> None:
-        from ..runtime import artifact_keys
+        from ..runtime import artifact_keys  # lazy: loads our ops library; eager's RSS stays without it
 
         res["artifacts"] = [list(k) for k in artifact_keys()]
 
@@ -252,25 +243,22 @@ class RegionalInt8(Regional):
     nearest, FP16 scales, the default group size) and run by the quantized kernels."""
 
     name = "regional-int8"
-    weights = "int8"
-    asserted = False  # other weights than eager's: the distance is reported, not asserted
-    compile_layers = False
 
     def compile(self, session: Session, res: dict) -> None:
-        from ..policy import DEFAULT_GROUP_SIZE
-        from ..regional import compile_linears
+        from ..regional import compile_linears  # lazy: loads our ops library; eager's RSS stays without it
 
-        session.prog.stage(f"{self.name}: quantizing and packing the Linear weights ({self.weights})")
-        rep = compile_linears(session.model, weights=self.weights, load=session.load,
-                              compile_layers=self.compile_layers)
-        if self.compile_layers:
+        weights = self.traits.weights
+        session.prog.stage(f"{self.name}: quantizing and packing the Linear weights ({weights})")
+        rep = compile_linears(session.model, weights=weights, load=session.load,
+                              compile_layers=self.traits.compile_layers)
+        if self.traits.compile_layers:
             res["compiled_layers"] = len(rep.compiled_layers)
             res["rvv_attention"] = rep.rvv_attention
         _record_linears(res, rep)
-        res["weights"] = self.weights
+        res["weights"] = weights
         # How the prompt's (M >= 2) Linear calls treat X, as they ran.
         res["activations"] = "int8" if rep.int8_activation_layers else "bf16"
-        res["group_size"] = DEFAULT_GROUP_SIZE[self.weights]
+        res["group_size"] = DEFAULT_GROUP_SIZE[weights]
         res["formats"] = [[n, f, pb, bb] for n, f, pb, bb in rep.formats]
 
     def warm_up(self, session: Session) -> dict:
@@ -282,7 +270,6 @@ class RegionalInt8(Regional):
 
 class RegionalInt4(RegionalInt8):
     name = "regional-int4"
-    weights = "int4"
 
 
 class LayersInt4(RegionalInt4):
@@ -293,8 +280,6 @@ class LayersInt4(RegionalInt4):
     new prompt length recompiles the layer regions, which the count would include."""
 
     name = "layers-int4"
-    linear_separable = False
-    compile_layers = True
 
     def warm_up(self, session: Session) -> dict:
         # Two passes: the first compiles each layer's prompt graph and, at the first decode
@@ -312,13 +297,9 @@ class Whole(Mode):
     prefill runs the model without the graph."""
 
     name = "whole"
-    linear_separable = False  # one graph: Linear and the rest cannot be told apart
 
     def compile(self, session: Session, res: dict) -> None:
-        import torch
-        import torch._inductor.config as icfg
-
-        from ..integration import enable
+        import torch._inductor.config as icfg  # lazy: Inductor; eager's RSS stays without it
 
         enable()
         icfg.freezing = True
@@ -340,32 +321,18 @@ class Whole(Mode):
         res["routing"] = _whole_routing()
 
 
-MODES = {m.name: m for m in (Eager, Regional, RegionalInt8, RegionalInt4, LayersInt4, Whole)}
-# llama.cpp on the same weights, written as GGUF in these formats (llamacpp.FORMATS).
-LLAMACPP_MODES = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
-# The AOTInductor package (python3 -m rvv_inductor export), run by rvv-generate, in these
-# weight formats.
-PACKAGE_MODES = {"package": "bf16", "package-int4": "int4"}
-# Modes run by an external program rather than this worker's torch: each is counted as a
-# whole (no Linear/rest split) over its decode steps, by one run at full depth.
-DRIVER_MODES = {**LLAMACPP_MODES, **PACKAGE_MODES}
+MODE_CLASSES = {m.name: m for m in (Eager, Regional, RegionalInt8, RegionalInt4, LayersInt4, Whole)}
 PACKAGE_RUNNER_ENV = "RVV_GENERATE"  # path of the rvv-generate binary (scripts/demo builds it)
-EMPTY = "empty"  # the baseline worker: torch and transformers imported, nothing built
-LLAMACPP_REGION = region_id(DECODE_REST, 0)  # a driver's decode tokens: not separable, like "whole"
 
 
 def run(spec: dict, mode_name: str) -> dict:
     """Build the model, run ``mode_name``'s steps and every workload; return the results
     (and save logits, and eager's tokens, for the report)."""
-    import torch
-
-    mode = MODES[mode_name]()
+    mode = MODE_CLASSES[mode_name]()
     counting = bool(spec.get("count"))
     if counting:
         # Counting runs count every thread (the plugin charges all of them): the K1's 8
         # cores, so the estimate can use the busiest thread's measured work.
-        from ..policy import K1_CORES
-
         torch.set_num_threads(spec.get("count_threads") or K1_CORES)
     elif spec.get("threads"):
         torch.set_num_threads(spec["threads"])
@@ -375,7 +342,7 @@ def run(spec: dict, mode_name: str) -> dict:
     stage = f"count:{mode.name}{spec.get('count_tag', '')}" if counting else f"measure:{mode.name}"
     prog = Progress(f"{mode.name}: building the model", stream=sys.stdout, eta=worker_eta(spec["out"], stage))
     t0 = time.perf_counter()
-    lazy = models.build_lazy(spec) if mode.lazy and not spec.get("no_lazy") else None
+    lazy = models.build_lazy(spec) if mode.traits.lazy and not spec.get("no_lazy") else None
     model, load = lazy if lazy else (models.build(spec), None)
     res["lazy_build"] = load is not None
     res["build_s"] = time.perf_counter() - t0
@@ -390,17 +357,17 @@ def run(spec: dict, mode_name: str) -> dict:
     t0 = time.perf_counter()
     mode.compile(session, res)
     res["prepare_s"] = time.perf_counter() - t0
-    if mode.teacher_forced and not counting:
+    if mode.traits.teacher_forced and not counting:
         # Counting runs compare no logits, so they decode greedily on their own and need
         # no eager run (their model may even be shallower, see --count-layers).
         session.teacher = torch.load(Path(spec["out"]) / "tokens-eager.pt")
-    counter = RegionCounter(model, hook_linears=mode.linear_separable) if counting else None
+    counter = RegionCounter(model, hook_linears=mode.traits.linear_separable) if counting else None
     with torch.no_grad():
         t0 = time.perf_counter()
         warm = mode.warm_up(session)
         res["first_pass_s"] = time.perf_counter() - t0
         logits, tokens, res["workloads"], res["compile_pass_s"] = _measured_pass(session, warm, counter)
-        if counting and spec.get("count_prefill") and mode.name != "eager" and mode.linear_separable:
+        if counting and spec.get("count_prefill") and mode.name != "eager" and mode.traits.linear_separable:
             res["count_prefill"] = _count_long_prompt(session, counter)
     prog.done()
     # Dynamo's own timer of every frame compile (tracing, Inductor, C++ build), wherever
@@ -441,9 +408,6 @@ def _count_long_prompt(session: Session, counter: RegionCounter) -> int:
     """One prefill of spec["count_prefill"] tokens at batch 1 (lm_head for the last token
     only, as a chat server computes it) in regions PROMPT_REST/PROMPT_LINEAR: the work of a
     user's time to first token. Its own StaticCache: the measured workloads' is shorter."""
-    import torch
-    import transformers
-
     p = session.spec["count_prefill"]
     session.prog.stage(f"{session.mode_name}: counting a {p}-token prompt")
     cache = transformers.StaticCache(config=session.model.config, max_cache_len=p + 1)
@@ -460,10 +424,7 @@ def _warm_long_prompt_buckets(session: Session) -> None:
     before anything is counted: one call of every distinct Linear shape (not lm_head: a
     prompt computes it for the last token only) with that many zero rows. Cheap next to
     running the prompt itself, which at 1.5B dimensions would take an hour emulated."""
-    import torch
-
-    from ..policy import M_BUCKETS
-    from ..regional import RVVLinear
+    from ..regional import RVVLinear  # lazy: loads our ops library; eager's RSS stays without it
 
     p = session.spec.get("count_prefill") or 0
     if not p:
@@ -482,11 +443,6 @@ def _warm_long_prompt_buckets(session: Session) -> None:
 def _whole_routing() -> dict:
     """Summarise the GEMM routing decisions Inductor logged while compiling this process's
     graphs (the log is shared by every process using the same Inductor cache)."""
-    import os
-
-    from .. import reasons
-    from .. import paths
-
     rvv, fb = {}, {}
     for e in reasons.read_log(paths.state_dir() / reasons.LOG_NAME, pid=os.getpid()):
         key = f"{e.op} M={e.M} N={e.N} K={e.K}"
@@ -500,9 +456,6 @@ def _whole_routing() -> dict:
 
 def run_empty(spec: dict) -> dict:
     """The baseline: what importing torch and transformers costs (and, emulated, QEMU)."""
-    import torch
-    import transformers
-
     return {"mode": EMPTY, "torch": torch.__version__, "transformers": transformers.__version__,
             "rss_peak_kib": _rss_kib("VmHWM")}
 
@@ -527,19 +480,10 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     out = Path(spec["out"])
     res: dict = {"mode": mode_name, "format": fmt, "workloads": [], "routing": {"rvv": [], "fallback": []},
                  "packed_bytes": 0, "compile_s": 0.0, "graphs": 0}
-    try:
-        from . import llamacpp
-    except ImportError as e:
-        res["unavailable"] = f"python/rvv_inductor/demo/llamacpp.py is not importable ({e})"
-        return res
     why = llamacpp.unavailable()
     if why:
         res["unavailable"] = why
         return res
-    import resource
-
-    import torch
-
     counting = bool(spec.get("count"))
     if counting:
         raise models.DemoInputError(f"{mode_name}: the counting pass runs the driver itself (count-argv-*.json)")
@@ -596,19 +540,6 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     return res
 
 
-def count_threads(spec: dict, mode: str = "") -> list[int]:
-    """The thread counts a C++ driver is counted at: the K1's cores, which our torch modes
-    are counted at, and, for llama.cpp, 4, the count llama.cpp + IME boards run (IME
-    exists on one 4-core cluster). Every side-by-side row then compares equal thread
-    counts. The package is counted at the cores only: its RVV calls are partitioned when it
-    is exported (export --threads) and run on the library's own pool, so rvv-generate
-    --threads 4 still runs them on 8 (counted: 8 threads active in its prompt either way)."""
-    from ..policy import K1_CORES
-
-    cores = spec.get("count_threads") or K1_CORES
-    return [cores] if mode in PACKAGE_MODES else sorted({cores, 4}, reverse=True)
-
-
 def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: Path, prog) -> None:
     """count-argv-MODE.json: the driver runs the counting pass (scripts/demo) makes under
     the rvvcount plugin, without Python, each at every count_threads(): a decode run (the
@@ -617,8 +548,6 @@ def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: 
     --count-layers the long prompt is counted on GGUF files of those depths (written here
     from shallower models with the same dimensions) and extrapolated, like the torch modes:
     at full 1.5B depth one 512-token prompt is ~0.8 T instructions, days under the plugin."""
-    from . import llamacpp
-
     out = Path(spec["out"])
     cp = spec["count_prompt"]
     ids = [int(t) for t in _workload_inputs(spec, 1, cp)[0]]
@@ -627,8 +556,6 @@ def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: 
     depths = [(r["layers"], f"-L{r['layers']}") for r in spec.get("count_runs") or []]
     files = {}
     if long_p and depths and fmt != "bf16":
-        from . import models
-
         for layers, tag in depths:
             prog.stage(f"{mode_name}: writing a {layers}-layer GGUF ({fmt}) for the long-prompt count")
             shallow = models.build(dict(spec, config=dict(spec["config"], num_hidden_layers=layers)))
@@ -658,10 +585,7 @@ def _package_weight_bytes(model, weights: str) -> int:
     """Bytes of the Linear weights one decode step of the package reads: what export's gate
     admits in ``weights`` (packed as compile_linears packs that format, which is what the
     frozen compile stores), the rest as BF16."""
-    import torch
-
-    from .. import cpu, export, regional
-    from ..policy import DEFAULT_GROUP_SIZE
+    from .. import regional  # lazy: loads our ops library; eager's RSS stays without it
 
     gate = export._parse_gate(export.DEFAULT_GATE)
     nb = cpu.effective().block_n
@@ -678,10 +602,6 @@ def _package_weight_bytes(model, weights: str) -> int:
 
 def _package_routing(package: Path) -> dict:
     """The export compile's routing decisions (extra/routing.jsonl in the package)."""
-    import zipfile
-
-    from .. import export
-
     rvv, fb = {}, {}
     with zipfile.ZipFile(package) as z:
         name = next((n for n in z.namelist() if n.endswith("extra/" + export.ROUTING_FILE)), None)
@@ -701,20 +621,6 @@ def _package_routing(package: Path) -> dict:
             "fallback": [f"{k} (x{n})" for k, n in sorted(fb.items())]}
 
 
-def runner_times(stdout: str) -> dict:
-    """rvv-generate's summary lines -> {"tokens": [...], "load_s", "prefill_s", "ttft_s", "decode_s_per_token"}."""
-    out = {}
-    for line in stdout.splitlines():
-        key, _, val = line.partition(": ")
-        if key == "tokens":
-            out["tokens"] = [int(t) for t in val.split(",") if t]
-        elif key in ("load_s", "prefill_s", "ttft_s") and val:
-            out[key] = float(val.split()[0])
-        elif key == "decode_s" and "s/token" in val:  # "1.234 (3 steps, 0.411 s/token)"
-            out["decode_s_per_token"] = float(val.rsplit(",", 1)[1].split()[0])
-    return out
-
-
 REUSE_PACKAGE_ENV = "RVV_DEMO_REUSE_PACKAGE"
 
 
@@ -724,8 +630,6 @@ def _reused_package(pkg: Path, weights: str, cache: int, chunk: int) -> dict | N
     the same export: weights, cache length, prefill chunk. Else None: export again."""
     if os.environ.get(REUSE_PACKAGE_ENV) != "1" or not pkg.is_file():
         return None
-    from .. import export
-
     meta = export.read_meta(str(pkg))
     same = (meta.get("weights"), meta.get("max_cache_len"), meta.get("prefill_chunk")) == (weights, cache, chunk)
     return meta if same else None
@@ -749,14 +653,6 @@ def run_package(spec: dict, mode_name: str) -> dict:
         return res
     if spec.get("count"):
         raise models.DemoInputError(f"{mode_name}: the counting pass runs rvv-generate itself (count-argv-*.json)")
-    import resource
-    import subprocess
-
-    import torch
-
-    from .. import export
-    from ..policy import K1_CORES
-
     batch1 = _batch1_workloads(spec)
     if not batch1:
         res["unavailable"] = "rvv-generate runs one sequence: no batch-1 workload in this run"
@@ -777,8 +673,6 @@ def run_package(spec: dict, mode_name: str) -> dict:
     # The package's own prefill chunk (policy.prefill_chunk); a prompt shorter than it runs
     # as one padded call. --quick (CI) leaves the prefill model out: its compile would
     # double the export (test_export tests it).
-    from ..policy import prefill_chunk
-
     chunk = 0 if spec.get("quick") else min(prefill_chunk(weights), cache)
     meta = _reused_package(pkg, weights, cache, chunk if chunk >= 2 else 0)
     if meta is None:
@@ -844,14 +738,10 @@ def run_package(spec: dict, mode_name: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """python3 -m rvv_inductor demo --worker MODE SPEC.json"""
+    """python3 -m rvv_inductor demo --worker MODE SPEC.json (the demo's ``main`` sets
+    OMP_WAIT_POLICY first: before this module loads torch)"""
     mode, spec_path = argv
     spec = json.loads(Path(spec_path).read_text())
-    if (spec.get("count") or (spec.get("threads") or 1) > 1) and "torch" not in sys.modules:
-        # Before libgomp loads (with torch): idle OpenMP workers sleep in futex instead of
-        # spinning inside a counted region, where the plugin would charge the spinning, or,
-        # in the measuring pass, on the cores the other mode worker needs.
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     try:
         if mode == EMPTY:
             res = run_empty(spec)

@@ -20,6 +20,7 @@ from torch._inductor.codegen.cpp_template import CppTemplate
 from torch._inductor.utils import has_free_symbols, parallel_num_threads
 
 from .. import cpu
+from ..paths import headers_digest
 
 log = logging.getLogger("rvv_inductor")
 
@@ -35,8 +36,6 @@ class AttentionTemplate(CppTemplate):
 
     def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
                epilogue_nodes=None, **kwargs) -> str:
-        from ..paths import headers_digest
-
         if epilogue_nodes:
             raise NotImplementedError("rvv_inductor: the attention kernel takes no fused epilogue")
         nodes = template_buffer_node.inputs if template_buffer_node is not None else self.input_nodes

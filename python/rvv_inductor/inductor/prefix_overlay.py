@@ -27,6 +27,7 @@ _overlay_dir: Path | None = None
 
 
 def _upstream_header() -> Path | None:
+    # lazy: torch; `import rvv_inductor` imports this module and must not load torch
     from torch.utils.cpp_extension import include_paths
 
     # enable() puts the overlay first in include_paths (include_paths_wrapper): look past it.

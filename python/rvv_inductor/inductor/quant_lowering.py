@@ -36,8 +36,15 @@ from torch._inductor.codegen.cpp_template import CppTemplate
 from torch._inductor.kernel.mm_common import realize_inputs
 from torch._inductor.utils import parallel_num_threads
 from torch._inductor.virtualized import V
+from torch.utils._python_dispatch import _disable_current_modes
+
+try:
+    from torch._inductor.codegen.cpp_gemm_template import prune_tensors
+except ImportError:  # a torch without it: the BF16 constants are kept (memory, not correctness)
+    prune_tensors = None
 
 from .. import cpu, quantized
+from ..paths import headers_digest
 from ..reasons import Fallback, Policy, record_fallback, record_rvv
 from ..weight_spec import WeightSpec
 from . import kernel_marker
@@ -83,8 +90,6 @@ class QuantLinearTemplate(CppTemplate):
 
     def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
                epilogue_nodes=None, **kwargs) -> str:
-        from ..paths import headers_digest
-
         if epilogue_nodes:
             raise NotImplementedError("rvv_inductor: the quantized Linear kernel takes no fused epilogue")
         nodes = template_buffer_node.inputs if template_buffer_node is not None else self.input_nodes
@@ -148,8 +153,6 @@ def _frozen_constant(mat2) -> tuple[str, torch.Tensor] | None:
 
 def _real_tensors():
     """Lowering may run under a fake-tensor mode; the constants are real tensors."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
     return _disable_current_modes()
 
 
@@ -168,9 +171,10 @@ def _quantize(name: str, w_nk: torch.Tensor, lay) -> torch.Tensor:
 
 def _prune(mat2, packed_box) -> None:
     """Drop the BF16 constant when this GEMM was its only reader (memory)."""
+    if prune_tensors is None:
+        log.debug("rvv_inductor: could not prune the BF16 constant: this torch has no prune_tensors")
+        return
     try:
-        from torch._inductor.codegen.cpp_gemm_template import prune_tensors
-
         data = mat2.unwrap_view() if isinstance(mat2, ir.BaseView) else mat2
         if isinstance(data, ir.Buffer):
             data = ir.StorageBox(data)

@@ -3,16 +3,20 @@
 config the template requires and the micro-GEMM it would pick."""
 from __future__ import annotations
 
+import math
 import os
 
 import torch
 import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circular-import trap)
 from torch._inductor import config as inductor_config
+from torch._inductor import cpu_vec_isa
+from torch._inductor.codegen.cpp_gemm_template import CppGemmTemplate, GemmBlocking
 from torch._inductor.codegen.cpp_micro_gemm import create_micro_gemm
 from torch._inductor.utils import parallel_num_threads
 
 from .. import cpu
 from .micro_gemm import RVV_MICRO_GEMM_CLASSES
+from .vec_isa import VecRVV
 
 
 def conditions():
@@ -61,8 +65,6 @@ def weight_once_blocking(mr: int, nr: int, kr: int, mt: int, nt: int, mc: int, n
                          l2_bytes: int, a_bytes: int = 2) -> tuple[int, int, int]:
     """(Mc, Nc, Kc) in register blocks: upstream's (mc, nc, kc) when it keeps all of the
     thread's Mt row blocks together, else upstream's strategy 2 forced (see above)."""
-    import math
-
     if mc >= mt:
         return mc, nc, kc
     l2 = l2_bytes * L2_LIMIT_FACTOR
@@ -85,10 +87,6 @@ def blocking_key() -> str:
 
 def _ours(tmpl) -> bool:
     """A BF16 x BF16 template for our micro-GEMM (our ISA picked, our block width)."""
-    from torch._inductor import cpu_vec_isa
-
-    from .vec_isa import VecRVV
-
     try:
         dtypes = (tmpl.input_nodes[0].get_dtype(), tmpl.input_nodes[1].get_dtype())
     except (AttributeError, IndexError):
@@ -98,8 +96,6 @@ def _ours(tmpl) -> bool:
 
 
 def _install_blocking() -> None:
-    from torch._inductor.codegen.cpp_gemm_template import CppGemmTemplate, GemmBlocking
-
     orig = CppGemmTemplate._cache_blocking
     if getattr(orig, "_rvv_inductor", False):
         return

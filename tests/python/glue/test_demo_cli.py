@@ -13,7 +13,8 @@ import pytest
 
 from rvv_inductor import policy
 import rvv_inductor.demo as demo_pkg
-from rvv_inductor.demo import estimate, progress, report, worker
+from rvv_inductor.demo import estimate, progress, report
+from rvv_inductor.demo import modes  # the workers' torch-free tables (worker.py imports torch)
 
 
 def demo(env: dict, *args, **extra_env):
@@ -225,23 +226,23 @@ def test_count_extrapolation(tmp_path):
 
 
 def test_modes_and_regions():
-    assert list(worker.MODES) == ["eager", "regional", "regional-int8", "regional-int4", "layers-int4", "whole"]
-    assert not worker.MODES["eager"].teacher_forced and worker.MODES["regional"].teacher_forced
+    assert list(modes.MODES) == ["eager", "regional", "regional-int8", "regional-int4", "layers-int4", "whole"]
+    assert not modes.MODES["eager"].teacher_forced and modes.MODES["regional"].teacher_forced
     # Linear calls inside a compiled graph (whole model, compiled decoder layers) cannot be hooked.
-    assert [m for m, c in worker.MODES.items() if not c.linear_separable] == ["layers-int4", "whole"]
+    assert [m for m, c in modes.MODES.items() if not c.linear_separable] == ["layers-int4", "whole"]
     # BF16 modes must agree with eager; quantized ones hold other weights: reported only.
-    assert [m for m, c in worker.MODES.items() if not c.asserted] == ["regional-int8", "regional-int4", "layers-int4"]
-    assert worker.MODES["regional-int4"].weights == "int4" and worker.MODES["regional-int8"].weights == "int8"
-    assert worker.MODES["layers-int4"].weights == "int4"
-    assert [m for m, c in worker.MODES.items() if getattr(c, "compile_layers", False)] == ["layers-int4"]
-    assert set(worker.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0"}
-    assert worker.PACKAGE_MODES == {"package": "bf16", "package-int4": "int4"}
-    assert set(worker.DRIVER_MODES) == set(worker.LLAMACPP_MODES) | set(worker.PACKAGE_MODES)
-    assert not set(worker.PACKAGE_MODES) & set(worker.MODES) and set(worker.PACKAGE_MODES) <= set(demo_pkg.MODES)
-    assert worker.EMPTY not in worker.MODES and worker.EMPTY not in demo_pkg.MODES
-    ids = [worker.region_id(kind, b) for kind in (worker.DECODE_REST, worker.DECODE_LINEAR, worker.PREFILL_REST,
-                                                  worker.PREFILL_LINEAR) for b in range(worker.MAX_COUNTED_BATCHES)]
-    ids += [worker.PROMPT_REST, worker.PROMPT_LINEAR]  # the long prompt (batch 1)
+    assert [m for m, c in modes.MODES.items() if not c.asserted] == ["regional-int8", "regional-int4", "layers-int4"]
+    assert modes.MODES["regional-int4"].weights == "int4" and modes.MODES["regional-int8"].weights == "int8"
+    assert modes.MODES["layers-int4"].weights == "int4"
+    assert [m for m, c in modes.MODES.items() if getattr(c, "compile_layers", False)] == ["layers-int4"]
+    assert set(modes.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0"}
+    assert modes.PACKAGE_MODES == {"package": "bf16", "package-int4": "int4"}
+    assert set(modes.DRIVER_MODES) == set(modes.LLAMACPP_MODES) | set(modes.PACKAGE_MODES)
+    assert not set(modes.PACKAGE_MODES) & set(modes.MODES) and set(modes.PACKAGE_MODES) <= set(demo_pkg.MODES)
+    assert modes.EMPTY not in modes.MODES and modes.EMPTY not in demo_pkg.MODES
+    ids = [modes.region_id(kind, b) for kind in (modes.DECODE_REST, modes.DECODE_LINEAR, modes.PREFILL_REST,
+                                                  modes.PREFILL_LINEAR) for b in range(modes.MAX_COUNTED_BATCHES)]
+    ids += [modes.PROMPT_REST, modes.PROMPT_LINEAR]  # the long prompt (batch 1)
     assert len(set(ids)) == len(ids) and set(ids) <= set(range(1, 17))  # rvv_count_region's ids, each used once
 
 
@@ -392,8 +393,8 @@ def test_llamacpp_counts(tmp_path):
     assert report.counted_driver(tmp_path, "llama.cpp-q4_0", {}) is None
     (tmp_path / "count-argv-llama.cpp-q4_0.json").write_text(json.dumps({"runs": [
         {"tag": "-t1", "kind": "decode", "threads": 1, "argv": ["x"], "prompt": 8, "steps": 3,
-         "region": worker.LLAMACPP_REGION}]}))
-    (tmp_path / "counts-llama.cpp-q4_0-t1.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+         "region": modes.LLAMACPP_REGION}]}))
+    (tmp_path / "counts-llama.cpp-q4_0-t1.json").write_text(json.dumps({"regions": {str(modes.LLAMACPP_REGION): reg}}))
     (tmp_path / "count-llama.cpp-q4_0-t1.stdout").write_text('noise\n{"ggml_cpu_so": "libggml-cpu-riscv64_v.so"}\n')
     (c,) = report.counted_driver(tmp_path, "llama.cpp-q4_0", {})
     assert c["decode_rest"]["insns"] == pytest.approx(1.0e6) and c["decode_linear"] is None
@@ -411,9 +412,9 @@ def test_runner_times():
     out = ("tokens: 5,17,0\nload_s: 1.250\nprefill_s: 3.500 (8 tokens)\n"
            "decode_s: 0.900 (2 steps, 0.450 s/token)\nthreads: 1\n"
            "ttft_s: 3.500 (8-token prompt, 2.29 prompt tok/s; wall clock of this run: ...)\n")
-    assert worker.runner_times(out) == {"tokens": [5, 17, 0], "load_s": 1.25, "prefill_s": 3.5,
+    assert modes.runner_times(out) == {"tokens": [5, 17, 0], "load_s": 1.25, "prefill_s": 3.5,
                                         "decode_s_per_token": 0.45, "ttft_s": 3.5}
-    assert worker.runner_times("tokens: 4\ndecode_s: 0.000 (0 steps, 0.000 s/token)\n")["tokens"] == [4]
+    assert modes.runner_times("tokens: 4\ndecode_s: 0.000 (0 steps, 0.000 s/token)\n")["tokens"] == [4]
 
 
 def test_package_counts_busiest_thread(tmp_path):
@@ -423,8 +424,8 @@ def test_package_counts_busiest_thread(tmp_path):
     reg = _raw_region(threads)
     (tmp_path / "count-argv-package.json").write_text(json.dumps({"runs": [
         {"tag": "-t8", "kind": "decode", "threads": 8, "argv": ["rvv-generate"], "prompt": 8, "steps": 2,
-         "region": worker.LLAMACPP_REGION}]}))
-    (tmp_path / "counts-package-t8.json").write_text(json.dumps({"regions": {str(worker.LLAMACPP_REGION): reg}}))
+         "region": modes.LLAMACPP_REGION}]}))
+    (tmp_path / "counts-package-t8.json").write_text(json.dumps({"regions": {str(modes.LLAMACPP_REGION): reg}}))
     (c,) = report.counted(tmp_path, "package", {"runs": [], "dims": {"num_hidden_layers": 2}})
     assert c["decode_linear"] is None and c["decode_rest"]["threads_active"] == 8
     assert c["decode_rest"]["insns"] == pytest.approx(reg["insns"] / 2)
@@ -488,11 +489,11 @@ def test_check_report_recomputation_agrees(tmp_path):
     runs = []
     for t in (8, 4):
         runs.append({"tag": f"-t{t}", "kind": "decode", "threads": t, "argv": ["x"], "prompt": 8, "steps": 3,
-                     "region": worker.LLAMACPP_REGION})
+                     "region": modes.LLAMACPP_REGION})
         (tmp_path / f"counts-llama.cpp-q8_0-t{t}.json").write_text(json.dumps({"regions": {"1": reg}}))
         for n in (1, 3):
             runs.append({"tag": f"-prompt-t{t}-L{n}", "kind": "prompt", "threads": t, "layers_tag": f"-L{n}",
-                         "argv": ["x"], "prompt": 512, "steps": 0, "prefill_region": worker.PREFILL_REST})
+                         "argv": ["x"], "prompt": 512, "steps": 0, "prefill_region": modes.PREFILL_REST})
             long = owned(_raw_region([_thread(4e8 * n / t + 1e7, 1e8 * n / t, 3e8 * n / t, 1e8 * n)] * t))
             (tmp_path / f"counts-llama.cpp-q8_0-prompt-t{t}-L{n}.json").write_text(json.dumps({"regions": {"3": long}}))
     (tmp_path / "count-argv-llama.cpp-q8_0.json").write_text(json.dumps({"runs": runs}))

@@ -1,12 +1,14 @@
 """The package's import structure: no cycle (also none hidden in function-level imports),
-every module importable alone in a fresh interpreter, and torch loaded only by the
-modules that need it."""
+every module importable alone in a fresh interpreter, torch loaded only by the modules
+that need it, and every import inside a function saying why it is there (``# lazy:``)."""
 from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import subprocess
 import sys
+import tokenize
 
 from pathlib import Path
 
@@ -16,16 +18,17 @@ PYTHON_DIR = Path(__file__).resolve().parents[3] / "python"
 PKG = PYTHON_DIR / "rvv_inductor"
 
 # Modules that must import without torch: the host's python3 (bench/report.py, the host
-# tier) and `python3 -m rvv_inductor` before any compile rely on it.
+# tier) and `python3 -m rvv_inductor` before any compile rely on it. (The demo's worker.py
+# imports torch; the driver and the report read its tables in demo/modes.py.)
 TORCH_FREE = {
     "rvv_inductor", "rvv_inductor.__main__", "rvv_inductor._native", "rvv_inductor._patching",
     "rvv_inductor.cpu", "rvv_inductor.integration", "rvv_inductor.policy", "rvv_inductor.reasons",
     "rvv_inductor.verify", "rvv_inductor.inductor", "rvv_inductor.inductor.cache_sizes",
     "rvv_inductor.inductor.kernel_marker", "rvv_inductor.paths", "rvv_inductor.inductor.prefix_overlay",
     "rvv_inductor.demo", "rvv_inductor.demo.estimate", "rvv_inductor.demo.models", "rvv_inductor.demo.progress",
-    "rvv_inductor.demo.report", "rvv_inductor.demo.worker", "rvv_inductor.demo.llamacpp",
+    "rvv_inductor.demo.report", "rvv_inductor.demo.modes", "rvv_inductor.demo.llamacpp",
     "rvv_inductor.demo.calibration", "rvv_inductor.serve", "rvv_inductor.serve_requests", "rvv_inductor.gguf_checks",
-    "rvv_inductor.weight_spec",
+    "rvv_inductor.weight_spec", "rvv_inductor.export",
 }
 
 
@@ -160,3 +163,102 @@ def test_the_import_check_can_fail(py_env):
                                                                          py_env) or "")
     if _has_torch():
         assert "FAILED torch.nn: imported torch" in (_import_each("free", ["torch.nn"], py_env) or "")
+
+
+# An import inside a function is there for a reason it states: a comment starting "# lazy:"
+# on its line, or on the line directly above it or above the run of imports (consecutive
+# statements of one body) it begins or belongs to. The reasons: a module that must import
+# without torch (TORCH_FREE), `import rvv_inductor` not importing Inductor or transformers,
+# or a measured or ordered effect that importing at the top would change.
+LAZY = "# lazy:"
+
+
+def unexplained_function_imports(source: str, name: str) -> list[str]:
+    """``name:line`` of every import inside a function of ``source`` without its ``# lazy:``."""
+    lines = source.splitlines()
+    lazy_lines = {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                  if tok.type == tokenize.COMMENT and tok.string.startswith(LAZY)}
+
+    def comment_above(node: ast.stmt) -> bool:
+        above = node.lineno - 1
+        return above >= 1 and above in lazy_lines and lines[above - 1].lstrip().startswith(LAZY)
+
+    out = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.AST):
+                continue
+            covered = False  # a "# lazy:" above the run of imports this statement belongs to
+            for stmt in body:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    covered = covered or comment_above(stmt)
+                    explained = covered or any(n in lazy_lines for n in range(stmt.lineno, stmt.end_lineno + 1))
+                    if in_function and not explained:
+                        out.append(f"{name}:{stmt.lineno}")
+                else:
+                    covered = False
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(source), False)
+    return sorted(set(out), key=lambda s: (s.rpartition(":")[0], int(s.rpartition(":")[2])))
+
+
+def test_every_function_level_import_says_why():
+    """Imports sit at the module top; one inside a function says why, in a ``# lazy:`` comment."""
+    offenders = []
+    for path in sorted(PKG.rglob("*.py")):
+        offenders += unexplained_function_imports(path.read_text(), str(path.relative_to(PYTHON_DIR.parent)))
+    assert not offenders, ("imports inside a function without a `# lazy: <why>` comment (on the line, or "
+                           "above it or above its run of imports); move them to the top, or say why not:\n  "
+                           + "\n  ".join(offenders))
+
+
+def test_the_lazy_import_check_can_fail():
+    """The check names each unexplained function-level import, and accepts the forms allowed."""
+    source = '''import os
+
+
+def explained():
+    # lazy: torch; a reason
+    import torch
+    import numpy as np
+
+    from . import heavy
+    x = 1
+    import json
+
+
+def same_line():
+    import json  # lazy: a reason
+
+
+class C:
+    import re
+
+    def method(self):
+        try:
+            import gguf
+        except ImportError:
+            return None
+
+        def inner():
+            # lazy: a reason
+
+            import torch
+            import numpy  # lazy: a reason
+            import csv
+            return torch, numpy, csv
+
+        # lazy: a reason, but not directly above the import
+        y = 2  # lazy: a reason for code, not for the import below
+        import math
+        # a comment that is not a reason
+        import time
+        import tempfile  # a reason that is not "lazy"
+        return gguf, inner, y, math, time, tempfile
+'''
+    assert unexplained_function_imports(source, "m.py") == [
+        "m.py:11", "m.py:23", "m.py:30", "m.py:32", "m.py:37", "m.py:39", "m.py:40"]
