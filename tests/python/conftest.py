@@ -20,10 +20,35 @@ TEST_TIMEOUT_S = float(os.environ.get("RVV_TEST_TIMEOUT", "1500"))
 _watchdog_out = None  # stderr as it was before pytest captured it (as pytest's faulthandler plugin)
 
 
+# Tests marked "installed" also run against the installed wheel (test_packaging.py runs them
+# in a fresh virtual environment). scripts/test sets RVV_DEFER_INSTALLED=1 for its checkout
+# run, which then leaves them to that run instead of paying for them twice; a plain pytest
+# run keeps them. In the installed run RVV_INSTALLED_PACKAGE names the package directory
+# that must be the one imported (a checkout on sys.path would make the run meaningless).
+DEFER_INSTALLED = os.environ.get("RVV_DEFER_INSTALLED") == "1"
+INSTALLED_PACKAGE = os.environ.get("RVV_INSTALLED_PACKAGE")
+
+
 def pytest_configure(config):
     global _watchdog_out
     config.addinivalue_line("markers", "matrix: also run at VLEN 128, with V off and with BF16 hardware")
+    config.addinivalue_line("markers", "installed: also run against the installed wheel (test_packaging.py)")
     _watchdog_out = os.fdopen(os.dup(sys.stderr.fileno()), "w")
+    if INSTALLED_PACKAGE:
+        import rvv_inductor
+
+        got = os.path.realpath(os.path.dirname(rvv_inductor.__file__))
+        if got != os.path.realpath(INSTALLED_PACKAGE):
+            raise pytest.UsageError(f"RVV_INSTALLED_PACKAGE={INSTALLED_PACKAGE}, but rvv_inductor comes from {got}")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not DEFER_INSTALLED:
+        return
+    deferred = [i for i in items if i.get_closest_marker("installed")]
+    if deferred:
+        items[:] = [i for i in items if not i.get_closest_marker("installed")]
+        config.hook.pytest_deselected(items=deferred)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -26,7 +26,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -221,6 +223,7 @@ def test_tokens_and_logits_match_eager(arch, packages, tmp_path):
 
 
 @needs_runner
+@pytest.mark.installed
 def test_int8_package(tmp_path, watchdog):
     # INT8 (per-channel scales, export's default) end to end: the qwen2 test model exported
     # with --weights int8 (decode step only, to keep CI's time), its kernels the quantized
@@ -252,8 +255,10 @@ def test_int8_package(tmp_path, watchdog):
     got = torch.from_numpy(__import__("numpy").fromfile(dump, dtype="float32").reshape(NEW, -1))
     assert got.argmax(-1).tolist() == tokens
     assert_matches_reference(reference_model(model, "int8", None), tokens, got, "qwen2 int8")
-    v = subprocess.run(["python3", "-m", "rvv_inductor", "verify", str(pkg), "--json"], capture_output=True,
-                       text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    # This interpreter and its environment: the checkout's package, or the installed one
+    # when test_packaging.py runs this test in its virtual environment.
+    v = subprocess.run([sys.executable, "-m", "rvv_inductor", "verify", str(pkg), "--json"], capture_output=True,
+                       text=True, timeout=600)
     report = json.loads(v.stdout)
     assert v.returncode == 0 and report["ok"], report["problems"]
     assert {e["dtype"] for e in report["routing"] if e["route"] == "rvv"} == {"int8"}
@@ -423,3 +428,15 @@ def test_no_v_is_refused(packages):
     r = run(pkg, "--prompt-ids", "1,2", env=env, check=False)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "no V extension" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.skipif(os.environ.get("RV64_EMULATED") != "1" or not os.environ.get("RVV_GENERATE")
+                    or os.environ.get("RVV_INSTALLED_PACKAGE"),
+                    reason="scripts/rv64's PATH, with the runner scripts/test built (checkout runs only)")
+def test_the_checkout_runner_is_on_path_in_the_emulated_world():
+    """docs/aot-package.md's `scripts/rv64 rvv-generate ...`: scripts/rv64 puts the
+    checkout's built runner on PATH (an installed wheel does the same: test_packaging)."""
+    found = shutil.which("rvv-generate")
+    assert found and Path(found).resolve().is_relative_to(REPO / "build"), found
+    r = subprocess.run(["rvv-generate", "--help"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "--prompt-ids" in r.stdout + r.stderr, r.stdout + r.stderr

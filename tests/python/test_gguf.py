@@ -117,6 +117,7 @@ def hf_to_gguf(name):
     return f"blk.{i}.{kind}.weight"
 
 
+@pytest.mark.installed
 def test_load_bit_exact_and_runs(tmp_path):
     from test_transformers import bf16_ulp, teacher_forced_logits
 

@@ -302,6 +302,7 @@ def _n_tokens(tok, text: str) -> int:
     return len(tok(text)["input_ids"])
 
 
+@pytest.mark.installed
 def test_models_lists_the_served_model_without_hf_cache(ckpt, tmp_path):
     """GET /v1/models, the first call of OpenAI clients, on a machine without a Hugging Face
     cache (transformers scanned the hub cache there and answered 500): the model served,
