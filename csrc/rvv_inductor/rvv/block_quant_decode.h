@@ -110,30 +110,23 @@ struct BlockFmt {
         lo_hi(i, q0, q1);
         fn(q0, q1, i);
       }
-    } else if constexpr (F == DType::kQ5_K) {
-      // qh byte u: bit 4 of the sub-block's rows 8u .. 8u + 7 (pairs 4u .. 4u + 3).
-      const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / 8)) * nb + j;
-      for (int u = 0; u < kSubRows / 8; ++u) {
+    } else {
+      // Q5_K (H = 1 high bit per row, from bit 4 of qh) and Q6_K (H = 2, bits 4-5): qh byte
+      // u holds the high bits of kPairs row pairs, pair p's two rows at bits 2Hp and 2Hp + H.
+      constexpr int H = F == DType::kQ5_K ? 1 : 2, kPairs = 4 / H;
+      constexpr uint8_t kMask = uint8_t(((1 << H) - 1) << 4);
+      const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / (2 * kPairs))) * nb + j;
+      for (int u = 0; u < kSubRows / (2 * kPairs); ++u) {
         const V h = O::load(qh + u * nb, vl);
         auto pair = [&](auto from) {
-          constexpr int b = decltype(from)::value;
+          constexpr int p = decltype(from)::value, b = 2 * H * p;
+          const int i = kPairs * u + p;
           V q0, q1;
-          lo_hi(4 * u + b / 2, q0, q1);
-          fn(O::orv(q0, bits_to<b, 4>(h, 0x10, vl), vl), O::orv(q1, bits_to<b + 1, 4>(h, 0x10, vl), vl), 4 * u + b / 2);
+          lo_hi(i, q0, q1);
+          fn(O::orv(q0, bits_to<b, 4>(h, kMask, vl), vl), O::orv(q1, bits_to<b + H, 4>(h, kMask, vl), vl), i);
         };
-        pair(IntC<0>{}), pair(IntC<2>{}), pair(IntC<4>{}), pair(IntC<6>{});
-      }
-    } else {  // Q6_K. qh byte u: bits 4-5 of the sub-block's rows 4u .. 4u + 3 (pairs 2u, 2u + 1).
-      const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / 4)) * nb + j;
-      for (int u = 0; u < kSubRows / 4; ++u) {
-        const V h = O::load(qh + u * nb, vl);
-        auto pair = [&](auto from) {
-          constexpr int b = decltype(from)::value;
-          V q0, q1;
-          lo_hi(2 * u + b / 4, q0, q1);
-          fn(O::orv(q0, bits_to<b, 4>(h, 0x30, vl), vl), O::orv(q1, bits_to<b + 2, 4>(h, 0x30, vl), vl), 2 * u + b / 4);
-        };
-        pair(IntC<0>{}), pair(IntC<4>{});
+        pair(IntC<0>{}), pair(IntC<1>{});
+        if constexpr (kPairs == 4) pair(IntC<2>{}), pair(IntC<3>{});
       }
     }
   }
