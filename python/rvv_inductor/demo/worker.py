@@ -42,7 +42,8 @@ from . import llamacpp, models
 from .modes import (DECODE_LINEAR, DECODE_REST, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
                     PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, count_threads,
                     region_id, runner_times)
-from .progress import Progress, worker_eta
+from .progress import worker_eta
+from .progress_line import Progress
 
 # The regional runtime and Inductor are imported where a mode uses them (each such import
 # says why, "lazy"): they load our operator library and Inductor into the process, and the

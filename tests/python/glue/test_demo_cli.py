@@ -13,7 +13,7 @@ import pytest
 
 from rvv_inductor import policy
 import rvv_inductor.demo as demo_pkg
-from rvv_inductor.demo import estimate, progress, report
+from rvv_inductor.demo import estimate, progress, progress_line, report
 from rvv_inductor.demo import modes  # the workers' torch-free tables (worker.py imports torch)
 
 
@@ -336,7 +336,7 @@ def test_progress_lines_in_a_log():
     bar when it names an item "i/n" (i in progress: (i-1)/n of 20 marks), the run's time
     left; one closing line with the whole time."""
     out = io.StringIO()
-    p = progress.Progress("m: building the model", stream=out, eta=lambda: "stage 1/2, run ~1m00s left")
+    p = progress_line.Progress("m: building the model", stream=out, eta=lambda: "stage 1/2, run ~1m00s left")
     p.stage("m: compiling, workload 2/4 (batch 1)")
     p.done()
     lines = out.getvalue().splitlines()
@@ -349,8 +349,17 @@ def test_progress_lines_in_a_log():
 
     def broken():
         raise ValueError("half-written plan")
-    progress.Progress("m: x", stream=out, eta=broken).done()
+    progress_line.Progress("m: x", stream=out, eta=broken).done()
     assert out.getvalue().splitlines()[0] == "  m: x  00:00"
+
+
+def test_the_driver_needs_no_tqdm():
+    """scripts/demo runs the plan (progress.py) and the driver with the host's python3,
+    which may lack tqdm: only the workers' progress lines (progress_line.py) import it."""
+    code = ("import sys; sys.modules['tqdm'] = None; import rvv_inductor.demo, rvv_inductor.demo.progress;"
+            "from rvv_inductor.demo.progress import main; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
 def test_plan_eta_side_by_side(tmp_path):

@@ -26,6 +26,7 @@ TORCH_FREE = {
     "rvv_inductor.verify", "rvv_inductor.inductor", "rvv_inductor.inductor.cache_sizes",
     "rvv_inductor.inductor.kernel_marker", "rvv_inductor.paths", "rvv_inductor.inductor.prefix_overlay",
     "rvv_inductor.demo", "rvv_inductor.demo.estimate", "rvv_inductor.demo.models", "rvv_inductor.demo.progress",
+    "rvv_inductor.demo.progress_line",
     "rvv_inductor.demo.report", "rvv_inductor.demo.modes", "rvv_inductor.demo.llamacpp",
     "rvv_inductor.demo.calibration", "rvv_inductor.serve", "rvv_inductor.serve_requests", "rvv_inductor.gguf_checks",
     "rvv_inductor.weight_spec", "rvv_inductor.export",
