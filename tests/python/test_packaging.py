@@ -79,9 +79,9 @@ def _env(bin_dir, **extra):
     return env
 
 
-def _run(venv, code, **env_extra):
+def _run(venv, code, *args, **env_extra):
     bin_dir, _ = venv
-    return subprocess.run([str(bin_dir / "python"), "-c", code], capture_output=True, text=True,
+    return subprocess.run([str(bin_dir / "python"), "-c", code, *args], capture_output=True, text=True,
                           env=_env(bin_dir, **env_extra), cwd="/", timeout=900)
 
 
@@ -161,29 +161,21 @@ def test_installed_package_runs_the_cpp_operator_kernels(venv):
 
 
 # compile_linears on a small BF16 model through Inductor (the generated code includes the
-# installed headers): each output within the FP32-accumulation bound of an FP64 product.
+# installed headers): each layer within test_regional's FP32-accumulation bound of an FP64
+# product (its check_layer; tests/python is put on sys.path, the package is the installed one).
 COMPILE_LINEARS = """
-import copy, os, torch, rvv_inductor
+import copy, os, sys, torch, rvv_inductor
+sys.path.insert(0, sys.argv[1])
+from test_regional import check_layer
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)).to(torch.bfloat16).eval()
 ref = copy.deepcopy(m)
 x = torch.randn(3, 256, dtype=torch.bfloat16)
 report = rvv_inductor.compile_linears(m)
 assert len(report.taken) == 2 and not report.fell_back, report
-
-
-def check(layer, inp, out):
-    w, b = layer.weight.double(), layer.bias.double()
-    want = inp.double() @ w.T + b
-    mag = inp.double().abs() @ w.abs().T + b.abs()
-    bound = inp.shape[-1] * 2.0**-24 * mag * 1.01 + 2.0**-8 * want.abs() + 1e-30
-    assert bool(((out.double() - want).abs() <= bound).all()), (out.double() - want).abs().max()
-
-
 with torch.no_grad():
-    h = torch.relu(ref[0](x))  # the second layer's input as eager computes it
-    check(ref[0], x, m[0](x))
-    check(ref[2], h, m[2](h))
+    check_layer(m[0], ref[0], x)
+    check_layer(m[2], ref[2], torch.relu(ref[0](x)))  # the second layer's input as eager computes it
     assert m(x).shape == (3, 256)
 print("ok", os.path.dirname(rvv_inductor.__file__))
 """
@@ -191,7 +183,7 @@ print("ok", os.path.dirname(rvv_inductor.__file__))
 
 def test_compile_linears_from_the_installed_package(venv, tmp_path):
     _, pkg = venv
-    r = _run(venv, COMPILE_LINEARS, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    r = _run(venv, COMPILE_LINEARS, str(REPO / "tests" / "python"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.split() == ["ok", str(pkg)]
 
