@@ -114,6 +114,13 @@ int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
                            const rvv_packed_layout* layout, int64_t nb, const void* bias, int bias_dtype, void* y,
                            int64_t ldy, int y_dtype, int64_t block_begin, int64_t block_end, int options);
 
+/* The kernel-table name the dispatcher picks ("rvv_zvfh/q4_k/gemv_1xm8"; "scalar/..." when
+ * no vector kernel applies) for an m-row call on `layout` with `options` (RVV_LINEAR_*),
+ * on a CPU whose features select exactly kernel path `path` (RVV_PATH_*) at vlenb: what
+ * generated code that runs the same template says it runs. Copied into buf. */
+int rvv_selected_kernel(int64_t m, const rvv_packed_layout* layout, int options, int path, int vlenb, char* buf,
+                        size_t len);
+
 /* Attention over a packed batch of variable-length sequences (rvv_varlen_attention in
  * abi_types.h: continuous batching's layout), BF16 in and out, FP32 inside; query rows
  * split over nthreads threads (0: libgomp's default). */

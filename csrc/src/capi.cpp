@@ -352,6 +352,28 @@ int rvv_linear_packed_opts(const uint16_t* x, int64_t ldx, int64_t m, int64_t n,
   return s == Status::kOk ? finish(s) : int(s);
 }
 
+int rvv_selected_kernel(int64_t m, const rvv_packed_layout* layout, int options, int path, int vlenb, char* buf,
+                        size_t len) {
+  if (!layout || !buf) return error(Status::kNullPointer, "rvv_selected_kernel: layout or buf is NULL");
+  if (options & ~int(RVV_LINEAR_X_INT8 | RVV_LINEAR_X_INT8_GEMM) || path < RVV_PATH_SCALAR || path > RVV_PATH_RVV_ZVFH ||
+      m < 1 || vlenb < 0) {
+    std::snprintf(t_last_error, kErrLen, "rvv_selected_kernel: m=%lld, options 0x%x, path %d, vlenb %d", (long long)m,
+                  unsigned(options), path, vlenb);
+    return int(Status::kBadShape);
+  }
+  const Status s = validate_layout(*layout, layout->n, layout->k, 0, t_last_error, kErrLen);
+  if (s != Status::kOk) return int(s);
+  LinearProblem p{};
+  p.M = m, p.N = layout->n, p.K = layout->k;
+  p.weight_layout = WeightLayout::kPacked, p.layout = layout, p.nb = layout->nb;
+  p.y_dtype = DType::kBF16, p.block_end = -1;
+  p.x_int8 = options;
+  const char* name = selected_kernel_name(p, features_for_path(KernelPath(path), vlenb));
+  if (!name || std::strlen(name) >= len) return error(Status::kBufferTooSmall, "rvv_selected_kernel: no name or buf too small");
+  std::strcpy(buf, name);
+  return finish(Status::kOk);
+}
+
 int rvv_linear_bf16_rowmajor(const uint16_t* x, int64_t ldx, int64_t m, int64_t n, int64_t k, const uint16_t* w,
                              int64_t ldw, const void* bias, int bias_dtype, void* y, int64_t ldy, int y_dtype) {
   LinearProblem p = operands(x, ldx, m, n, k, bias, bias_dtype, y, ldy, y_dtype);

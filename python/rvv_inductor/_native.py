@@ -26,6 +26,7 @@ RVV_DTYPE_BF16, RVV_DTYPE_F32, RVV_DTYPE_F16, RVV_DTYPE_INT8, RVV_DTYPE_INT4 = 1
 RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2
 RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES, RVV_ABI_VARLEN_ATTENTION, RVV_ABI_WEIGHT_FORMAT = 1, 2, 3, 4
 RVV_WEIGHT_FORMAT_VERSION = 1
+RVV_PATH_SCALAR, RVV_PATH_RVV, RVV_PATH_RVV_ZVFBF, RVV_PATH_RVV_ZVFH = 0, 1, 2, 3
 RVV_CPU_FEATURES_VERSION = 2
 # Weight format codes are probed from 1 to this bound (rvv_weight_format_info): the
 # library's weight_formats.inl is the list, this package spells none of it.
@@ -181,6 +182,8 @@ def _declare(h: ctypes.CDLL, path: Path) -> None:
         "rvv_attention_varlen_bf16": (ctypes.c_int, [ctypes.POINTER(VarlenAttention), ctypes.c_int]),
         "rvv_linear_packed_opts": (ctypes.c_int, [_P, _I64, _I64, _I64, _I64, _P, layout, _I64, _P, ctypes.c_int,
                                                   _P, _I64, ctypes.c_int, _I64, _I64, ctypes.c_int]),
+        "rvv_selected_kernel": (ctypes.c_int, [_I64, layout, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                               ctypes.c_char_p, ctypes.c_size_t]),
     }
     for name, (restype, argtypes) in signatures.items():
         try:
@@ -229,6 +232,14 @@ def block_layout(fmt: int, n: int, k: int, nb: int) -> PackedLayout:
     lay = PackedLayout()
     check(lib().rvv_block_layout(fmt, n, k, nb, ctypes.byref(lay)), "block layout")
     return lay
+
+
+def selected_kernel(m: int, lay: PackedLayout, options: int, path: int, vlenb: int) -> str:
+    """The kernel-table name the dispatcher picks for an ``m``-row call on ``lay`` with
+    ``options`` (RVV_LINEAR_*) on a CPU of kernel path ``path`` (RVV_PATH_*) at ``vlenb``."""
+    buf = ctypes.create_string_buffer(128)
+    check(lib().rvv_selected_kernel(m, ctypes.byref(lay), options, path, vlenb, buf, len(buf)), "selected kernel")
+    return buf.value.decode()
 
 
 @functools.lru_cache(maxsize=None)

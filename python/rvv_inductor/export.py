@@ -51,7 +51,7 @@ from pathlib import Path
 from . import cpu, reasons, verify
 from .inductor import kernel_marker
 from .integration import enable
-from .policy import ACTIVATIONS, WEIGHT_FORMATS, Gate, resolve_activations
+from .policy import ACTIVATIONS, PREFILL_CHUNK_MIN, WEIGHT_FORMATS, Gate, prefill_chunk_for, resolve_activations
 from .policy import prefill_chunk as chunk_for
 
 # This module imports without torch (`export --help`, and the host's tests of its package
@@ -62,6 +62,9 @@ FORMAT = "rvv-inductor-aoti/1"
 MODEL_NAME = "decode"
 PREFILL_NAME = "prefill"  # bound to the decode model's constants by rvv-generate
 DEFAULT_PREFILL_CHUNK = None  # policy.prefill_chunk(weights, activations): 16-64 from the K1 model
+# --weights for a GGUF source: every layer in the file's own format, packed from its blocks
+# (the default for a .gguf source; a save_pretrained directory has no file formats).
+FILE_WEIGHTS = "file"
 META_FILE = "rvv_inductor.json"  # stored as extra/rvv_inductor.json in the archive
 ROUTING_FILE = "routing.jsonl"    # extra/routing.jsonl: the compile's routing decisions
 # ATen GEMMs in AOTInductor's C++ wrapper (the Python wrapper's extern_kernels.mm(...)).
@@ -82,10 +85,16 @@ def _torch():
     return torch
 
 
-def load_model(src: str):
-    """A BF16 causal LM from a save_pretrained directory or a GGUF file (Q8_0/Q4_0 GGUF
-    weights are dequantized back to BF16 Linears: the export quantizes again with
-    ``--weights``)."""
+def load_model(src: str, keep_file_formats: bool = False):
+    """A BF16 causal LM from a save_pretrained directory or a GGUF file.
+
+    A GGUF file's quantized Linears (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) become BF16
+    Linears holding their exact dequantized weights: what the export traces, and what
+    ATen runs for a layer the gate leaves out. With ``keep_file_formats`` the result is
+    ``(model, file_weights)``, ``file_weights`` mapping each such weight's storage
+    to the bytes ``load_gguf`` packed from the file's blocks (quant_lowering.FileWeight),
+    so the package keeps every layer in the file's format; without, the export quantizes
+    the BF16 weights again to ``--weights``."""
     torch = _torch()
     if not os.path.exists(src):
         raise ExportError(f"{src}: no such file or directory")
@@ -102,7 +111,10 @@ def load_model(src: str):
         from .gguf_load import load_gguf
         from .regional import RVVQuantLinear
 
+        from .inductor.quant_lowering import FileWeight  # lazy: Inductor; this module must import without torch
+
         model = load_gguf(src)
+        file_weights = {}
         for name, mod in list(model.named_modules()):
             for cname, child in list(mod.named_children()):
                 if isinstance(child, RVVQuantLinear):
@@ -112,13 +124,23 @@ def load_model(src: str):
                         lin.weight.copy_(child.dequantized().to(torch.bfloat16))
                         if child.bias is not None:
                             lin.bias.copy_(child.bias)
+                    if keep_file_formats:
+                        file_weights[lin.weight.data_ptr()] = FileWeight(child.format, child._layout,
+                                                                         child.packed_weight)
                     setattr(mod, cname, lin)
         emb = model.get_input_embeddings()
         if not isinstance(emb, torch.nn.Embedding) or emb.weight.is_meta:
             # A tied embedding served from the packed lm_head: a plain table again.
             model.set_input_embeddings(torch.nn.Embedding.from_pretrained(
                 model.lm_head.weight.detach().clone(), freeze=True))
-        return model.to(torch.bfloat16).eval()
+        model = model.to(torch.bfloat16).eval()
+        if keep_file_formats:
+            # .to() kept every BF16 storage (the keys); a copy would silently re-quantize.
+            live = {p.data_ptr() for p in model.parameters()}
+            if not set(file_weights) <= live:
+                raise ExportError(f"{src}: internal: a quantized layer's BF16 stand-in was copied")
+            return model, file_weights
+        return model
     raise ExportError(f"{src}: neither a model directory (save_pretrained) nor a .gguf file")
 
 
@@ -168,11 +190,35 @@ def decode_step(model, max_cache_len: int):
     return DecodeStep().eval()
 
 
-def _resolved_activations(weights: str, activations: str) -> str:
-    """What the package's prefill GEMMs do with X: "int8" or "bf16"."""
-    if weights == "bf16" or activations not in ACTIVATIONS:
+def _resolved_activations(weights: str, activations: str, formats=()) -> str:
+    """What the package's prefill GEMMs do with X: "int8" or "bf16"; for a file's formats
+    (weights "file") the one answer of all of them, else "mixed"."""
+    if activations not in ACTIVATIONS:
+        return "bf16"
+    if weights == FILE_WEIGHTS:
+        got = {resolve_activations(f, activations) for f in formats}
+        return got.pop() if len(got) == 1 else "mixed" if got else "bf16"
+    if weights == "bf16":
         return "bf16"
     return resolve_activations(weights, activations)
+
+
+def _file_prefill_chunk(formats, activations: str) -> int:
+    """The prefill chunk for a file's formats: the largest of theirs (policy.prefill_chunk_for:
+    bytes per weight from the format's record, the INT8 datapath for 4-bit weights with INT8
+    activations), so that every GEMM of a call hides its weights' DRAM time."""
+    from . import quantized  # lazy: the C++ core (format traits); this module must import without it
+
+    chunks = [PREFILL_CHUNK_MIN]
+    for fmt in formats:
+        info = quantized.format_info(fmt)
+        if info["record_bytes"]:
+            bpw = info["record_bytes"] / info["super_rows"]
+        else:  # Q8_0 / Q4_0 as INT8 / INT4 with one f16 scale per 32
+            bpw = info["bits"] / 8 + 2 / 32
+        x8 = resolve_activations(fmt, activations) == "int8"
+        chunks.append(prefill_chunk_for(bpw, 8 if info["bits"] <= 4 and x8 else 4))
+    return max(chunks)
 
 
 def target_isa() -> dict:
@@ -184,19 +230,31 @@ def target_isa() -> dict:
 
 def export(model, out: str, *, weights: str = "bf16", group_size: int | None = None, max_cache_len: int = 256,
            prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK, gate=None, keep_bf16=None, threads: int | None = None,
-           attention: str = "rvv", activations: str = "auto") -> dict:
+           attention: str = "rvv", activations: str = "auto", file_weights: dict | None = None) -> dict:
     """Export ``model``'s decode step (and, unless ``prefill_chunk`` is 0, its prefill step
     over chunks of that many tokens) to the package ``out``; return its metadata.
     ``activations``: how the INT8/INT4 GEMMs of the prefill step treat X ("auto", "int8" or
-    "bf16", as in ``compile_linears``)."""
+    "bf16", as in ``compile_linears``). ``weights="file"``: the layers named by
+    ``file_weights`` (``load_model(FILE.gguf, keep_file_formats=True)``) keep the file's
+    formats and bytes; the others stay BF16."""
     torch = _torch()
     from torch.export.pt2_archive._package import package_pt2  # lazy: torch; this module must import without it
 
+    from .inductor import quant_lowering  # lazy: Inductor; this module must import without torch
+
     if not str(out).endswith(".pt2"):
         raise ExportError(f"{out}: the package name must end in .pt2")
+    if (weights == FILE_WEIGHTS) != bool(file_weights):
+        raise ExportError("weights='file' needs the file's packed weights (a .gguf source), and they need "
+                          f"weights='file' (got weights={weights!r}, {len(file_weights or {})} file weights)")
+    if weights == FILE_WEIGHTS and group_size is not None:
+        raise ExportError("--group-size does not apply to --weights file: each layer keeps its file format's groups")
+    formats = collections.Counter(fw.fmt for fw in (file_weights or {}).values())
     config = model.config.get_text_config()
     if prefill_chunk is None:
-        if weights in WEIGHT_FORMATS and activations in ACTIVATIONS:
+        if weights == FILE_WEIGHTS and activations in ACTIVATIONS:
+            prefill_chunk = min(_file_prefill_chunk(formats, activations), max_cache_len)
+        elif weights in WEIGHT_FORMATS and activations in ACTIVATIONS:
             prefill_chunk = min(chunk_for(weights, activations), max_cache_len)
         else:
             prefill_chunk = 16  # enable() below names the bad value
@@ -232,12 +290,16 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     meta = {"format": FORMAT, "model": MODEL_NAME, "model_type": config.model_type,
             "vocab_size": int(config.vocab_size), "num_layers": int(config.num_hidden_layers),
             "max_cache_len": int(max_cache_len), "prefill_chunk": int(prefill_chunk), "weights": weights,
-            "group_size": group_size, "activations": _resolved_activations(weights, activations),
+            "group_size": group_size, "activations": _resolved_activations(weights, activations, formats),
+            "file_formats": dict(sorted(formats.items())),
             "eos_token_ids": eos, "attention": attention, **{f"isa_{k}": v for k, v in isa.items()},
             "gate": {"min_mnk": gate.min_mnk, "max_m": gate.max_m, "min_n": gate.min_n, "min_k": gate.min_k},
             "threads_at_compile": None}
 
-    enable(gate=gate, weights=weights, group_size=group_size, keep_bf16=keep_bf16, activations=activations)
+    # weights="file": the spec stays BF16 (nothing is quantized); the file's layers come
+    # from quant_lowering.file_weights below, with the spec's activations.
+    enable(gate=gate, weights="bf16" if weights == FILE_WEIGHTS else weights, group_size=group_size,
+           keep_bf16=keep_bf16, activations=activations)
     opts = {"aot_inductor.package": True, "freezing": True,
             # No precompiled header, so the generated code gets our vector exp (SiLU, softmax
             # outside the attention kernel): GCC 16 crashes on RVV intrinsics over a PCH that
@@ -248,7 +310,8 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
                                       "rvv_max_cache_len": str(max_cache_len), "rvv_vocab_size": str(config.vocab_size),
                                       "rvv_prefill_chunk": str(prefill_chunk), "rvv_prefill_pads": "1",
                                       "rvv_eos_token_ids": ",".join(map(str, eos)),
-                                      "rvv_weights": weights}}
+                                      "rvv_weights": weights if weights != FILE_WEIGHTS else
+                                      "file:" + "+".join(sorted(formats))}}
     if threads:
         opts["cpp.threads"] = int(threads)
     meta["threads_at_compile"] = int(threads) if threads else torch.get_num_threads()
@@ -260,7 +323,8 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
         for name, ep in programs.items():
             # The prefill model's library carries no constants: it runs on the decode model's.
             model_opts = dict(opts, **{"aot_inductor.package_constants_in_so": name == MODEL_NAME})
-            with _recording_constants() as graphs, _serial_thread_pools():
+            with _recording_constants() as graphs, _serial_thread_pools(), \
+                    quant_lowering.file_weights(file_weights or {}):
                 files[name] = torch._inductor.aot_compile(ep.module(check_guards=False), *ep.example_inputs,
                                                           options=model_opts)
             if not graphs:
@@ -546,7 +610,10 @@ def main(argv: list[str]) -> int:
                                 description="Export a decoder's decode and prefill steps (static KV cache, batch 1) "
                                             "to an AOTInductor package with RVV kernels, for rvv-generate.")
     p.add_argument("source", help="a save_pretrained model directory or a .gguf file")
-    p.add_argument("--weights", choices=WEIGHT_FORMATS, default="bf16")
+    p.add_argument("--weights", choices=WEIGHT_FORMATS + (FILE_WEIGHTS,), default=None,
+                   help="bf16, int8 or int4 (quantized at export); file: a .gguf's own formats, each layer packed "
+                        "from its blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; no re-quantization). Default: file "
+                        "for a .gguf, bf16 for a model directory")
     p.add_argument("--group-size", type=int, default=None, help="K rows per scale (INT8: 0 = per channel; INT4: 32/64/128)")
     p.add_argument("-o", "--output", required=True, help="the package to write (*.pt2)")
     p.add_argument("--max-cache-len", type=int, default=256, help="KV cache positions (prompt + new tokens)")
@@ -556,7 +623,7 @@ def main(argv: list[str]) -> int:
                         "the decode step one token at a time")
     p.add_argument("--gate", default=DEFAULT_GATE, help=f"which GEMMs go to RVV (default {DEFAULT_GATE})")
     p.add_argument("--threads", type=int, default=None, help="OpenMP threads the kernels are compiled for")
-    p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4")
+    p.add_argument("--keep-lm-head-bf16", action="store_true", help="leave lm_head in BF16 with --weights int8/int4/file")
     p.add_argument("--attention", choices=("rvv", "sdpa"), default="rvv",
                    help="decode attention: rvv (csrc/rvv_inductor/attention.h, default) or sdpa (ATen's)")
     p.add_argument("--activations", choices=("auto", "int8", "bf16"), default="auto",
@@ -565,11 +632,25 @@ def main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     try:
         gate = _parse_gate(a.gate)
-        model = load_model(a.source)
+        is_gguf = str(a.source).endswith(".gguf")
+        weights = a.weights or (FILE_WEIGHTS if is_gguf else "bf16")
+        if weights == FILE_WEIGHTS and not is_gguf:
+            raise ExportError(f"--weights file needs a .gguf source ({a.source} is not one)")
+        if weights == FILE_WEIGHTS and a.group_size is not None:
+            raise ExportError("--group-size does not apply to --weights file: each layer keeps its file format's "
+                              "groups (give --weights int8/int4 to quantize again)")
+        file_weights = None
+        if weights == FILE_WEIGHTS:
+            model, file_weights = load_model(a.source, keep_file_formats=True)
+        else:
+            model = load_model(a.source)
         keep = [model.lm_head] if a.keep_lm_head_bf16 and hasattr(model, "lm_head") else None
-        meta = export(model, a.output, weights=a.weights, group_size=a.group_size, max_cache_len=a.max_cache_len,
+        if keep and file_weights is not None:  # the file's lm_head is not used: the BF16 path runs it
+            file_weights.pop(model.lm_head.weight.data_ptr(), None)
+            keep = None
+        meta = export(model, a.output, weights=weights, group_size=a.group_size, max_cache_len=a.max_cache_len,
                       prefill_chunk=a.prefill_chunk, gate=gate, keep_bf16=keep, threads=a.threads, attention=a.attention,
-                      activations=a.activations)
+                      activations=a.activations, file_weights=file_weights)
     except (ExportError, ValueError) as e:
         print(f"export: {e}", file=sys.stderr)
         return 2

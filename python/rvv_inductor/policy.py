@@ -203,8 +203,16 @@ def prefill_floor_macs_per_cycle(weights: str, activations: str = DEFAULT_ACTIVA
 def prefill_chunk(weights: str, activations: str = DEFAULT_ACTIVATIONS,
                   bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> int:
     """The package's prefill chunk for this weight format (see above)."""
-    need = (PREFILL_BYTES_PER_WEIGHT[weights] * K1_CORES * prefill_floor_macs_per_cycle(weights, activations)
-            * K1_CLOCK_HZ / bandwidth)
+    return prefill_chunk_for(PREFILL_BYTES_PER_WEIGHT[weights], prefill_floor_macs_per_cycle(weights, activations),
+                             bandwidth)
+
+
+def prefill_chunk_for(bytes_per_weight: float, macs_per_cycle: int,
+                      bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S) -> int:
+    """The prefill chunk of weights of ``bytes_per_weight`` whose GEMMs run at
+    ``macs_per_cycle`` per core (a GGUF file's formats: export takes the largest chunk over
+    the formats it holds, so every GEMM hides its weights' DRAM time)."""
+    need = bytes_per_weight * K1_CORES * macs_per_cycle * K1_CLOCK_HZ / bandwidth
     chunk = PREFILL_CHUNK_MIN
     while chunk < need and chunk < PREFILL_CHUNK_MAX:
         chunk *= 2

@@ -477,6 +477,62 @@ TEST(BlockQuantX8, BlockingIsExactAtEveryBoundary) {
     }
   }
 }
+
+// The entry Inductor's generated code calls (rvv/inductor_quant_linear.h: an exported
+// GGUF package's kernels) gives the dispatcher's bits for the same packed weight, kernel
+// and options at every thread count, and refuses a layout that is not the format's.
+TEST(BlockQuantInductor, GeneratedCodeEntryEqualsTheDispatcher) {
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) GTEST_SKIP() << "no V extension: the generated code's kernels cannot run here";
+  const rvv_cpu_features rvv = features_for_path(KernelPath::kRvv, hw.vlenb);
+  std::mt19937 rng(80);
+  for (DType f : kFormats)
+    for (int64_t nb : {int64_t(16), int64_t(17)}) {
+      const WeightFormatTraits& t = *weight_format(f);
+      const int64_t N = 45, K = 2 * t.super_rows;
+      const BlockWeight bw = make_weight(rng, f, N, K, nb);
+      const std::vector<uint16_t> bias = random_bf16_vector(rng, size_t(N));
+      const int32_t code = int32_t(f), g = int32_t(t.super_rows), f16 = int32_t(DType::kF16);
+      for (int kernel : {int(kEntryQuantGemv), int(kEntryQuantGemm), int(kEntryQuantGemmX8)}) {
+        const int64_t M = kernel == kEntryQuantGemv ? 1 : kernel == kEntryQuantGemm ? 5 : 6;
+        const std::vector<uint16_t> x = random_bf16_vector(rng, size_t(M * K));
+        std::vector<uint16_t> want(size_t(M * N));
+        LinearProblem p{};
+        p.M = M, p.N = N, p.K = K, p.x = x.data(), p.ldx = K;
+        p.weight_layout = WeightLayout::kPacked, p.w = bw.packed.data(), p.layout = &bw.layout, p.nb = nb;
+        p.bias = bias.data(), p.bias_dtype = DType::kBF16;
+        p.y = want.data(), p.ldy = N, p.y_dtype = DType::kBF16, p.block_end = -1;
+        p.x_int8 = kernel == kEntryQuantGemmX8 ? kX8Gemm : 0;
+        ASSERT_EQ(linear_bf16(p, rvv), Status::kOk);
+        const std::string what = std::string(t.name) + " nb=" + std::to_string(nb) + " kernel=" + std::to_string(kernel);
+        for (int threads : {1, 3}) {
+          std::vector<uint16_t> y(size_t(M * N), 0xFFFF);
+          char err[256] = "";
+          ASSERT_EQ(inductor_quant_entry_rvv(code, kernel, x.data(), K, M, N, K, bw.packed.data(), g, f16, 0, nb,
+                                             bw.layout.bytes, bias.data(), y.data(), N, threads, err, sizeof err),
+                    Status::kOk)
+              << what << ": " << err;
+          EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(uint16_t))) << what << " threads=" << threads;
+        }
+        std::vector<uint16_t> y(size_t(M * N));
+        char err[256] = "";
+        EXPECT_EQ(inductor_quant_entry_rvv(code, kernel, x.data(), K, M, N, K, bw.packed.data(), 32 * (g == 32 ? 2 : 1),
+                                           f16, 0, nb, bw.layout.bytes, nullptr, y.data(), N, 1, err, sizeof err),
+                  Status::kLayoutMismatch)
+            << what << ": a group size other than the super-block";
+        EXPECT_EQ(inductor_quant_entry_rvv(code, kernel, x.data(), K, M, N, K, bw.packed.data(), g, f16, 0, nb,
+                                           bw.layout.bytes - 1, nullptr, y.data(), N, 1, err, sizeof err),
+                  Status::kLayoutMismatch)
+            << what << ": a packed size other than the layout's";
+        EXPECT_EQ(inductor_quant_entry_rvv(code, kernel == kEntryQuantGemv ? kEntryQuantGemm : kEntryQuantGemv, x.data(), K, M, N, K,
+                                           bw.packed.data(), g, f16, 0, nb, bw.layout.bytes, nullptr, y.data(), N, 1, err,
+                                           sizeof err),
+                  Status::kBadShape)
+            << what << ": M that is not the kernel's";
+      }
+    }
+}
 #endif
 
 }  // namespace

@@ -143,6 +143,44 @@ TEST(CApi, QuantizedWeights) {
   EXPECT_NE(last_error().find("option"), std::string::npos);
 }
 
+// The kernel the dispatcher picks, by name, as the generated code names what it runs:
+// the expected names are read off kernel_table.inl by hand (rvv_zvfh has the block
+// formats' GEMV only; their GEMMs are the rvv variant's rows).
+TEST(CApi, SelectedKernelNames) {
+  rvv_packed_layout q4k, int4;
+  ASSERT_EQ(rvv_block_layout(RVV_DTYPE_Q4_K, 64, 512, 32, &q4k), 0);
+  ASSERT_EQ(rvv_quant_layout(RVV_DTYPE_INT4, 64, RVV_DTYPE_F16, 0, 64, 512, 32, &int4), 0);
+  auto name = [](int64_t m, const rvv_packed_layout& l, int options, int path) {
+    char buf[64] = "";
+    EXPECT_EQ(rvv_selected_kernel(m, &l, options, path, 32, buf, sizeof buf), 0) << last_error();
+    return std::string(buf);
+  };
+  EXPECT_EQ(name(1, q4k, 0, RVV_PATH_SCALAR), "scalar/q4_k/gemv");
+  EXPECT_EQ(name(4, q4k, RVV_LINEAR_X_INT8_GEMM, RVV_PATH_SCALAR), "scalar/q4_k/gemm_x8");
+  rvv_cpu_features hw;
+  rvv_detect_cpu(&hw);
+  if (!hw.has_v) {  // no vector kernel is ever named (or run) on a CPU without V, whatever the path says
+    EXPECT_EQ(name(1, q4k, 0, RVV_PATH_RVV_ZVFH), "scalar/q4_k/gemv");
+  } else {
+  EXPECT_EQ(name(1, q4k, 0, RVV_PATH_RVV_ZVFH), "rvv_zvfh/q4_k/gemv_1xm8");
+  EXPECT_EQ(name(4, q4k, 0, RVV_PATH_RVV_ZVFH), "rvv/q4_k/gemm_4xm4");
+  EXPECT_EQ(name(4, q4k, RVV_LINEAR_X_INT8_GEMM, RVV_PATH_RVV_ZVFH), "rvv/q4_k/gemm_x8_4xm4");
+  EXPECT_EQ(name(1, int4, 0, RVV_PATH_RVV_ZVFH), "rvv_zvfh/int4/gemv_1xm8");
+  EXPECT_EQ(name(1, int4, 0, RVV_PATH_RVV), "rvv/int4/gemv_1xm8");
+  EXPECT_EQ(name(1, int4, RVV_LINEAR_X_INT8, RVV_PATH_RVV), "rvv/int4/gemv_x8_1xm8");
+  EXPECT_EQ(name(8, int4, RVV_LINEAR_X_INT8_GEMM, RVV_PATH_RVV_ZVFH), "rvv_zvfh/int4/gemm_x8_4xm4");
+  }
+  char small[8];
+  EXPECT_EQ(rvv_selected_kernel(1, &q4k, 0, RVV_PATH_SCALAR, 32, small, sizeof small), RVV_ERR_BUFFER_TOO_SMALL);
+  char buf[64];
+  EXPECT_EQ(rvv_selected_kernel(1, &q4k, 0, 9, 32, buf, sizeof buf), RVV_ERR_BAD_SHAPE);
+  EXPECT_EQ(rvv_selected_kernel(0, &q4k, 0, RVV_PATH_RVV, 32, buf, sizeof buf), RVV_ERR_BAD_SHAPE);
+  rvv_packed_layout bad = q4k;
+  bad.group_size = 32;
+  EXPECT_EQ(rvv_selected_kernel(1, &bad, 0, RVV_PATH_RVV, 32, buf, sizeof buf), RVV_ERR_LAYOUT_MISMATCH);
+  EXPECT_EQ(rvv_selected_kernel(1, nullptr, 0, RVV_PATH_RVV, 32, buf, sizeof buf), RVV_ERR_NULL_POINTER);
+}
+
 TEST(CApi, PackRunUnpack) {
   const int64_t N = 150, K = 77, M = 3, nb = rvv_preferred_nb();
   ASSERT_GT(nb, 0);

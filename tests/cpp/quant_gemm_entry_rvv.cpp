@@ -1,10 +1,12 @@
 // Compiled with -march=rv64gcv: the INT8/INT4 and GGUF block-format GEMM with block sizes chosen by the test, so
-// small problems cross every row, K and column block boundary (quant_test.cpp).
+// small problems cross every row, K and column block boundary (quant_test.cpp), and the entry Inductor's generated
+// code calls (block_quant_test.cpp).
 #include <type_traits>
 
 #include "quant_gemm_entries.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
 #include "rvv_inductor/rvv/gemm_quant_x8_packed.h"
+#include "rvv_inductor/rvv/inductor_quant_linear.h"
 
 #if !RVV_INDUCTOR_HAS_RVV
 #error "compile with -march=rv64gcv"
@@ -70,4 +72,32 @@ void quant_x8_default_blocking_rvv(const ri::LinearOperands& a, int64_t* mc, int
       },
       false);
   if (!known) *mc = *kc = *nc_blocks = *kc_step = *tile_rows = 0;
+}
+
+static_assert(kEntryQuantGemm == ri::kQuantGemm && kEntryQuantGemv == ri::kQuantGemv &&
+              kEntryQuantGemmX8 == ri::kQuantGemmX8);
+
+ri::Status inductor_quant_entry_rvv(int32_t format, int kernel, const uint16_t* x, int64_t ldx, int64_t M, int64_t N,
+                                    int64_t K, const uint8_t* w, int32_t group_size, int32_t scale_dtype,
+                                    int32_t zero_points, int64_t nb, int64_t bytes, const uint16_t* bias, uint16_t* y,
+                                    int64_t ldy, int nthreads, char* err, size_t err_len) {
+  ri::PackedLayout l{};
+  l.dtype = format;
+  return on_format(
+      l,
+      [&](auto f) {
+        constexpr ri::DType F = decltype(f)::value;
+        auto call = [&](auto k) {
+          return ri::linear_quant_inductor<F, decltype(k)::value>(x, ldx, M, N, K, w, group_size, scale_dtype,
+                                                                   zero_points, nb, bytes, bias, y, ldy, nthreads, err,
+                                                                   err_len);
+        };
+        switch (kernel) {
+          case ri::kQuantGemv: return call(std::integral_constant<int, ri::kQuantGemv>{});
+          case ri::kQuantGemm: return call(std::integral_constant<int, ri::kQuantGemm>{});
+          case ri::kQuantGemmX8: return call(std::integral_constant<int, ri::kQuantGemmX8>{});
+          default: return ri::Status::kBadDtype;
+        }
+      },
+      ri::Status::kBadDtype);
 }

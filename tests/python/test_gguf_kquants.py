@@ -26,6 +26,7 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("transformers")
 
 from rvv_inductor.gguf_load import load_gguf  # noqa: E402
+from test_export import needs_runner  # noqa: E402
 from test_gguf import (HEADS, KV, LAYERS, VOCAB, FP32Linear, gguf_dequantized, hf_to_gguf,  # noqa: E402
                        transformers_gguf_model, write_gguf)
 
@@ -150,3 +151,90 @@ def test_block_format_layer_refuses_requantization(q4_k_m):
         layer.weight = torch.nn.Parameter(w)
     with pytest.raises(ValueError, match="dequantized"):
         layer.quantized_tensors()
+
+
+@needs_runner
+def test_q4_k_m_package_keeps_the_file_formats(q4_k_m, tmp_path, watchdog):
+    """``export FILE.gguf`` (its default ``--weights file``): every Linear of the Q4_K_M
+    file runs in its own format from the file's blocks, decode (GEMV) and prefill (the
+    INT8-activation GEMM), none quantized again; rvv-generate's logits match the model
+    holding gguf.dequantize's weights, with the prompt's activations quantized as the
+    package's prefill does; ``verify`` passes."""
+    import collections
+    import json
+    import subprocess as sp
+    import sys
+    import zipfile
+
+    from test_export import CACHE, CHUNK, NEW, PROMPT, PromptX8Linear, assert_matches_reference, run
+
+    from rvv_inductor import export, quantized
+
+    pkg = tmp_path / "q4km.pt2"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+        torch._dynamo.reset()
+        try:
+            assert export.main([str(q4_k_m), "-o", str(pkg), "--max-cache-len", str(CACHE),
+                                "--prefill-chunk", str(CHUNK)]) == 0
+        finally:
+            import rvv_inductor
+
+            rvv_inductor.disable()
+            torch._dynamo.reset()
+    watchdog()
+    # The file's Linear weights by (N, K, our format name), from the file itself.
+    by_gguf = {v["gguf_type"]: k for k, v in quantized.weight_formats().items() if v["gguf_type"]}
+    linears = [t for t in gguf.GGUFReader(str(q4_k_m)).tensors
+               if t.name.startswith("blk.") and not t.name.endswith(("_norm.weight", ".bias")) or t.name == "output.weight"]
+    want = collections.Counter((int(t.shape[1]), int(t.shape[0]), by_gguf[t.tensor_type.name]) for t in linears)
+    assert {f for _, _, f in want} >= {"q4_k", "q6_k"}, want
+    meta = export.read_meta(str(pkg))
+    formats = collections.Counter()
+    for (_, _, f), count in want.items():
+        formats[f] += count
+    assert meta["weights"] == "file" and meta["file_formats"] == dict(sorted(formats.items())), meta
+    assert meta["activations"] == "int8" and meta["prefill_chunk"] == CHUNK
+
+    v = sp.run([sys.executable, "-m", "rvv_inductor", "verify", str(pkg), "--json"], capture_output=True, text=True,
+               timeout=600)
+    report = json.loads(v.stdout)
+    assert v.returncode == 0 and report["ok"], report["problems"]
+    with zipfile.ZipFile(pkg) as z:  # every routing decision (verify's report lists each shape once)
+        log = z.read(next(n for n in z.namelist() if n.endswith("extra/" + export.ROUTING_FILE))).decode()
+    routed = [e for e in map(json.loads, log.splitlines()) if e["op"] in ("mm", "addmm")]
+    assert routed and all(e["route"] == "rvv" for e in routed), [e for e in routed if e["route"] != "rvv"]
+    assert all("file's blocks" in e["reason"] for e in routed), routed[:3]
+    decode = collections.Counter((e["N"], e["K"], e["dtype"]) for e in routed if e["M"] == 1)
+    prefill = collections.Counter((e["N"], e["K"], e["dtype"]) for e in routed if e["M"] == CHUNK)
+    lm_head = next((int(t.shape[1]), int(t.shape[0]), by_gguf[t.tensor_type.name]) for t in linears
+                   if t.name == "output.weight")
+    # decode: every Linear once (GEMV); the prefill chunk: every projection at M = CHUNK
+    # with INT8 activations, and lm_head for the last prompt row only (M = 1).
+    assert decode == want + collections.Counter([lm_head]), (decode, want)
+    assert prefill == want - collections.Counter([lm_head]), (prefill, want)
+    assert all(e["reason"].split(" ")[0].split("/")[2].startswith("gemm_x8") for e in routed if e["M"] == CHUNK)
+
+    dump = tmp_path / "logits.bin"
+    r = run(pkg, "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", NEW, "--dump-logits", dump,
+            "--ignore-eos")
+    tokens = [int(t) for t in r.stdout.splitlines()[0].split(": ")[1].split(",")]
+    got = torch.from_numpy(np.fromfile(dump, dtype="float32").reshape(NEW, -1))
+
+    def twin(prompt_rows: int):
+        """load_gguf's model with every quantized Linear an FP32 product of its exact
+        weight; projections (not lm_head) with the prompt's rows quantized to INT8."""
+        ref = load_gguf(q4_k_m, activations="bf16")
+        for name, layer in list(ref.named_modules()):
+            if isinstance(layer, regional.RVVQuantLinear):
+                parent, _, child = name.rpartition(".")
+                setattr(ref.get_submodule(parent) if parent else ref, child, PromptX8Linear(
+                    layer.dequantized(), layer.bias, 0 if name == "lm_head" else prompt_rows))
+        return ref
+
+    ref = twin(len(PROMPT))
+    with torch.no_grad():  # the tolerance of test_export's INT8-activation packages
+        seq = torch.tensor([PROMPT + tokens[:-1]])
+        sim = (ref(seq).logits[0, len(PROMPT) - 1:].float()
+               - twin(0)(seq).logits[0, len(PROMPT) - 1:].float()).abs().max().item()
+    assert_matches_reference(ref, tokens, got, "Q4_K_M package", 2 * sim)

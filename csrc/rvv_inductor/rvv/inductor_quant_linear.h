@@ -1,8 +1,10 @@
 // The entry Inductor-generated code calls for a Linear whose frozen BF16 weight was
 // quantized at freeze time (python/rvv_inductor/inductor/quant_lowering.py,
-// rvv_inductor.enable(weights="int8" | "int4")):
+// rvv_inductor.enable(weights="int8" | "int4")), or whose packed weight came from a GGUF
+// file's blocks (export of a .gguf with the file's formats: INT8/INT4 for Q8_0/Q4_0, and
+// the block formats q4_1, q4_k, q5_k, q6_k of block_quant.h):
 //
-//   Y[M, N] = X[M, K] . W^T (+ bias[N])    X, Y, bias bf16; W INT8/INT4 packed (quant_packing.h)
+//   Y[M, N] = X[M, K] . W^T (+ bias[N])    X, Y, bias bf16; W packed (quant_packing.h, block_quant.h)
 //
 // It runs the quantized kernels of the kernel table (kernel_table.inl) that the dispatcher
 // would pick for the ISA the including TU is compiled for: the QuantF16 GEMV with Zvfh
@@ -28,10 +30,12 @@
 #include <stdexcept>
 
 #include "rvv_inductor/bf16.h"
+#include "rvv_inductor/block_quant.h"
 #include "rvv_inductor/packing.h"
 #include "rvv_inductor/quant_packing.h"
 #include "rvv_inductor/rvv/gemm_quant_packed.h"
 #include "rvv_inductor/rvv/gemm_quant_x8_packed.h"
+#include "rvv_inductor/rvv/gemv_block_quant.h"
 #include "rvv_inductor/rvv/gemv_quant_packed.h"
 #include "rvv_inductor/types.h"
 
@@ -62,29 +66,39 @@ namespace rvv {
 // Only this one kernel is instantiated in a generated TU, which keeps its compile time down.
 template <DType kFormat, int kKernel>
 inline Status inductor_quant_blocks(const LinearOperands& a) {
-  if constexpr (kKernel == kQuantGemv) return gemv_quant_packed_1xm8<InductorQuantPolicy, kFormat>(a);
+  if constexpr (kKernel == kQuantGemv && is_block_format(kFormat))
+    return gemv_block_quant_1xm8<InductorQuantPolicy, kFormat>(a);
+  else if constexpr (kKernel == kQuantGemv) return gemv_quant_packed_1xm8<InductorQuantPolicy, kFormat>(a);
   else if constexpr (kKernel == kQuantGemmX8) return gemm_quant_x8_packed<kFormat>(a);
   else return gemm_quant_packed_4xm4<kFormat>(a);
 }
 }  // namespace rvv
 
 // Runs the problem; kOk, or an error status with a message in err. `bytes` is the packed
-// size the Python side quantized into: a layout that disagrees is rejected before any
-// weight byte is read, as are a format other than kFormat, M that is not the kernel's, and
-// an INT8-activation kernel for a weight whose groups are not whole 32-element blocks.
+// size the Python side quantized (or packed the file's blocks) into: a layout that
+// disagrees is rejected before any weight byte is read, as are a format other than
+// kFormat, M that is not the kernel's, and an INT8-activation kernel for a weight whose
+// groups are not whole 32-element blocks. A block format's record fixes its group size
+// (the super-block), f16 scales and no zero points: other values are a mismatch.
 template <DType kFormat, int kKernel>
 inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, int64_t N, int64_t K, const uint8_t* w,
                                     int32_t group_size, int32_t scale_dtype, int32_t zero_points, int64_t nb,
                                     int64_t bytes, const uint16_t* bias, uint16_t* y, int64_t ldy, int nthreads,
                                     char* err, size_t err_len) {
-  static_assert(kFormat == DType::kInt8 || kFormat == DType::kInt4, "quantized formats only");
+  static_assert(kFormat == DType::kInt8 || kFormat == DType::kInt4 || is_block_format(kFormat),
+                "quantized or GGUF block formats only");
   static_assert(kKernel == kQuantGemm || kKernel == kQuantGemv || kKernel == kQuantGemmX8, "unknown kernel");
   constexpr bool kGemv = kKernel == kQuantGemv;
   if (kGemv != (M == 1))
     return fail(Status::kBadShape, err, err_len, "linear_quant_inductor: M=%lld with the %s kernel", (long long)M,
                 kGemv ? "GEMV (M == 1)" : "GEMM (M >= 2)");
-  const QuantSpec q{kFormat, group_size, DType(scale_dtype), zero_points != 0};
-  const PackedLayout l = make_quant_layout(q, N, K, nb, 0);
+  PackedLayout l;
+  if constexpr (is_block_format(kFormat)) {
+    l = make_block_layout(kFormat, N, K, nb, 0);
+    l.group_size = group_size, l.scale_dtype = scale_dtype, l.zero_points = zero_points;
+  } else {
+    l = make_quant_layout(QuantSpec{kFormat, group_size, DType(scale_dtype), zero_points != 0}, N, K, nb, 0);
+  }
   Status s = validate_layout(l, N, K, nb, err, err_len);
   if (s != Status::kOk) return s;
   if (kKernel == kQuantGemmX8 && !x8_gemm_applies(l))
@@ -137,7 +151,8 @@ inline Status linear_quant_inductor(const uint16_t* x, int64_t ldx, int64_t M, i
   return Status::kOk;
 }
 
-// What the generated kernel calls: kFormatCode RVV_DTYPE_INT8 or RVV_DTYPE_INT4, bf16
+// What the generated kernel calls: kFormatCode RVV_DTYPE_INT8, RVV_DTYPE_INT4 or a block
+// format's code (RVV_DTYPE_Q4_K, ...), bf16
 // pointers as Inductor has them (c10::BFloat16), and a C++ exception on error (Inductor's
 // Python binding turns it into a RuntimeError).
 template <int32_t kFormatCode, int kKernel, class TX, class TB>

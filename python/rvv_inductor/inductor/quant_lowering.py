@@ -18,6 +18,13 @@ gate passed, unit-stride activation) and whose weight is a frozen constant
    Inductor compiles it with the detected ``-march``, so the ``.so`` holds the vector code
    and ``verify`` disassembles it. Its marker names format, group size and kernel.
 
+A GGUF file exported in its own formats (``export FILE.gguf``, ``--weights file``) takes
+step 1 from the file instead: :func:`file_weights` names, by the storage of each BF16
+weight that stands for a quantized tensor in the traced model, the packed bytes that
+``load_gguf`` made from the file's blocks (Q8_0/Q4_0 as INT8/INT4 g32, Q4_1 and the
+K-quants in their own block formats). Those bytes become the constant, each layer keeps
+its own format and the file's bits per weight, and nothing is quantized again.
+
 Shapes the user kept in BF16 (``keep_bf16``) or that cannot be quantized as asked (a group
 size that does not divide K, a bias that is not a [N] vector, a non-finite weight) are recorded with a typed
 ``Policy`` reason (route "bf16") and continue on the BF16 path. Pointwise ops after the
@@ -26,6 +33,8 @@ loops on the kernel's output.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 
 import torch
@@ -43,8 +52,9 @@ try:
 except ImportError:  # a torch without it: the BF16 constants are kept (memory, not correctness)
     prune_tensors = None
 
-from .. import cpu, quantized
+from .. import _native, cpu, quantized
 from ..paths import headers_digest
+from ..policy import X8_GEMM_OPTION, resolve_activations, x8_applies
 from ..reasons import Fallback, Policy, record_fallback, record_rvv
 from ..weight_spec import WeightSpec
 from . import kernel_marker
@@ -66,16 +76,38 @@ def get_spec() -> WeightSpec:
     return _spec
 
 
-def kernel_name(fmt: str, m: int, info: cpu.CpuInfo, x8: bool = False) -> str:
-    """The kernel-table name of what the generated code runs: the variant the dispatcher
-    takes for quantized weights on this CPU (rvv_zvfh with Zvfh, else rvv), GEMV for M == 1,
-    GEMM for M >= 2, with INT8 activations the gemm_x8 kernel (rvv/inductor_quant_linear.h)."""
-    isa = "rvv_zvfh" if info.has_zvfh else "rvv"
-    if m == 1:
-        return f"{isa}/{fmt}/gemv_1xm8"
-    if x8:
-        return f"{isa}/{fmt}/gemm_x8_" + ("4xm4" if fmt == "int4" else "3xm4")
-    return f"{isa}/{fmt}/gemm_4xm4"
+@dataclasses.dataclass(frozen=True)
+class FileWeight:
+    """A Linear weight packed from a file's blocks: what the lowering uses instead of
+    quantizing the BF16 constant that stands for it in the traced model."""
+
+    fmt: str                        # weight-format name: int8, int4 (Q8_0, Q4_0 g32), q4_1, q4_k, ...
+    layout: _native.PackedLayout    # quantized.layout_for(...) of [N, K]
+    packed: torch.Tensor            # uint8 [layout.bytes]
+
+
+_file_weights: dict[int, FileWeight] = {}
+
+
+@contextlib.contextmanager
+def file_weights(weights: dict[int, FileWeight]):
+    """Within: a frozen BF16 weight whose storage (``data_ptr()``) is a key of ``weights``
+    is lowered to its FileWeight's format and bytes, whatever ``enable(weights=...)`` says."""
+    global _file_weights
+    saved, _file_weights = _file_weights, dict(weights)
+    try:
+        yield
+    finally:
+        _file_weights = saved
+
+
+def kernel_name(lay, m: int, info: cpu.CpuInfo, x8: bool = False) -> str:
+    """The kernel-table name of what the generated code runs (rvv/inductor_quant_linear.h),
+    as the dispatcher names it for the same layout and options on the variant the TU is
+    compiled for: rvv_zvfh with Zvfh, else rvv. GEMV for M == 1, GEMM for M >= 2, with INT8
+    activations the gemm_x8 kernel."""
+    path = _native.RVV_PATH_RVV_ZVFH if info.has_zvfh else _native.RVV_PATH_RVV
+    return _native.selected_kernel(m, lay, X8_GEMM_OPTION if x8 else 0, path, info.vlen // 8)
 
 
 class QuantLinearTemplate(CppTemplate):
@@ -183,59 +215,85 @@ def _prune(mat2, packed_box) -> None:
         log.debug("rvv_inductor: could not prune the BF16 constant: %s", e)
 
 
+def _file_weight(w_kn: torch.Tensor, n: int, k: int) -> FileWeight | None:
+    """The FileWeight whose BF16 stand-in mat2 reads as a whole: [K, N] with strides (1, K)
+    from the start of its storage, i.e. the [N, K] weight transposed (the frozen constant
+    may be the weight or its folded permute view; a slice of it is not the file's layer)."""
+    if not _file_weights:
+        return None
+    fw = _file_weights.get(w_kn.data_ptr())
+    if fw is None or tuple(w_kn.shape) != (k, n) or tuple(w_kn.stride()) != (1, k) \
+            or (fw.layout.n, fw.layout.k) != (n, k):
+        return None
+    return fw
+
+
 def try_lower(op: str, m: int, n: int, k: int, layout, mat1, mat2, bias):
     """The quantized kernel node for a gated GEMM, or None to go on with the BF16 path.
 
     mat1, mat2: realized by mm_args; bias: the addmm input as it came (or None)."""
     spec = _spec
-    if not spec.quantized:
+    if not spec.quantized and not _file_weights:
         return None
     found = _frozen_constant(mat2)
     if found is None:
         return None  # the BF16 path records why (Defect.NOT_FROZEN)
     name, w_kn = found
+    fw = _file_weight(w_kn, n, k)
+    if fw is None and not spec.quantized:
+        return None  # a BF16 weight of the file: the BF16 path
+    fmt = fw.fmt if fw is not None else spec.format
     if spec.keeps_tensor(w_kn.data_ptr(), V.graph.constants[name].data_ptr()):
-        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.KEPT_BF16, name))
-        return None
-    if spec.group_size and k % spec.group_size:
-        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(
-            Policy.NOT_QUANTIZABLE, f"group_size={spec.group_size} does not divide K={k}"))
+        record_fallback(op, m, n, k, fmt, "bf16", Fallback(Policy.KEPT_BF16, name))
         return None
     info = cpu.effective()
-    try:
-        lay = quantized.layout(quantized.FORMAT_CODES[spec.format], spec.group_size,
-                               quantized.SCALE_DTYPES[SCALE_DTYPE], False, n, k, info.block_n)
-    except quantized.QuantError as e:
-        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.NOT_QUANTIZABLE, str(e)))
-        return None
+    if fw is not None:
+        lay, group_size = fw.layout, fw.layout.group_size
+    else:
+        group_size = spec.group_size
+        if group_size and k % group_size:
+            record_fallback(op, m, n, k, fmt, "bf16", Fallback(
+                Policy.NOT_QUANTIZABLE, f"group_size={group_size} does not divide K={k}"))
+            return None
+        try:
+            lay = quantized.layout(quantized.FORMAT_CODES[fmt], group_size, quantized.SCALE_DTYPES[SCALE_DTYPE], False,
+                                   n, k, info.block_n)
+        except quantized.QuantError as e:
+            record_fallback(op, m, n, k, fmt, "bf16", Fallback(Policy.NOT_QUANTIZABLE, str(e)))
+            return None
     b = None
     if bias is not None:
         if len(bias.get_size()) != 1 or int(bias.get_size()[0]) != n:
-            record_fallback(op, m, n, k, spec.format, "bf16", Fallback(
+            record_fallback(op, m, n, k, fmt, "bf16", Fallback(
                 Policy.NOT_QUANTIZABLE, f"bias of shape {list(bias.get_size())} is not a [{n}] vector"))
             return None
         b = ir.ExternKernel.require_contiguous(realize_inputs(bias))
     if not (isinstance(mat1.get_layout(), ir.FixedLayout) and mat1.get_stride()[-1] == 1):
         mat1 = ir.ExternKernel.require_contiguous(mat1)
-    with _real_tensors():
-        w_nk = w_kn.t()
-    try:
-        packed = _quantize(name, w_nk, lay)
-    except quantized.QuantError as e:  # e.g. an Inf or NaN in the weight
-        record_fallback(op, m, n, k, spec.format, "bf16", Fallback(Policy.NOT_QUANTIZABLE, str(e)))
-        return None
-    packed_box = V.graph.add_tensor_constant(packed, name=f"{name}_rvv_{spec.format}")
+    if fw is not None:
+        packed = fw.packed
+    else:
+        with _real_tensors():
+            w_nk = w_kn.t()
+        try:
+            packed = _quantize(name, w_nk, lay)
+        except quantized.QuantError as e:  # e.g. an Inf or NaN in the weight
+            record_fallback(op, m, n, k, fmt, "bf16", Fallback(Policy.NOT_QUANTIZABLE, str(e)))
+            return None
+    packed_box = V.graph.add_tensor_constant(packed, name=f"{name}_rvv_{fmt}")
     inputs = [mat1, packed_box] + ([b] if b is not None else [])
-    x8 = spec.x8(m)
-    kernel = kernel_name(spec.format, m, info, x8)
+    x8 = (m > 1 and resolve_activations(fmt, spec.activations) == "int8" and x8_applies(fmt, group_size)
+          if fw is not None else spec.x8(m))
+    kernel = kernel_name(lay, m, info, x8)
     out_layout = ir.FixedLayout(mat1.get_device(), torch.bfloat16, [m, n])
-    template = QuantLinearTemplate(inputs, out_layout, parallel_num_threads(), lay=lay, fmt=spec.format,
-                                   variant=kernel_marker.quant_variant(spec.format, spec.group_size, kernel),
+    template = QuantLinearTemplate(inputs, out_layout, parallel_num_threads(), lay=lay, fmt=fmt,
+                                   variant=kernel_marker.quant_variant(fmt, group_size, kernel),
                                    has_bias=b is not None, x8=x8)
     node = template.generate().output_node()
     buf = ir.InputsKernel.unwrap_storage_for_input(node)
     if isinstance(buf, ir.TemplateBuffer):
         buf.allow_epilogue_fusion = False
     _prune(mat2, packed_box)
-    record_rvv(op, m, n, k, spec.format, f"{kernel} g{spec.group_size}" + (" act=int8" if x8 else ""))
+    record_rvv(op, m, n, k, fmt, f"{kernel} g{group_size}" + (" act=int8" if x8 else "")
+               + (" (the file's blocks)" if fw is not None else ""))
     return node
