@@ -34,8 +34,9 @@ def check(cond, msg):
 modes = rep["modes"]
 TORCH_MODES = {"eager", "regional", "regional-int8", "regional-int4", "layers-int4", "whole"}
 OPTIONAL = {"regional-int8", "layers-int4"}  # not in --quick
-LLAMA = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
-PACKAGE = {"package": "bf16", "package-int4": "int4"}
+LLAMA = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16", "llama.cpp-q4_k_m": "q4_k_m"}
+PACKAGE = {"package": "bf16", "package-int4": "int4", "package-q4_k_m": "q4_k_m"}
+MIXES = {"q4_k_m"}  # llama-quantize's files: the weight bytes depend on its choice of types
 check(set(modes) == set(rep["spec"]["modes"]), f"modes {sorted(modes)} != the run's {rep['spec']['modes']}")
 check(set(modes) <= TORCH_MODES | set(LLAMA) | set(PACKAGE), f"modes {sorted(modes)}")
 if not subset:  # --quick runs at least these (INT8 runs INT4's code in another format)
@@ -101,11 +102,26 @@ fmt_of = {"eager": "bf16", "whole": "bf16", "regional": "bf16", "regional-int8":
           **LLAMA, **PACKAGE}
 exact = {"eager", "whole", "package"} | set(LLAMA)
 for name, m in modes.items():
-    if m.get("unavailable"):
+    if m.get("unavailable") or fmt_of[name] in MIXES:
         continue
     got, w = m.get("weight_bytes_step"), want[fmt_of[name]]
     ok = got == w if name in exact else got is not None and w <= got <= 1.03 * w
     check(ok, f"{name}: weight bytes per step {got}, the {fmt_of[name]} arithmetic gives {w}")
+# A llama-quantize mix (Q4_K_M): its Linears in types between Q4_K (144 bytes per 256
+# weights) and Q8_0; llama.cpp and our package of it ran the same file (sha256), and the
+# package reads the file's bytes of every Linear (at most 3% more for padded blocks).
+mix_modes = [n for n, m in modes.items() if fmt_of[n] in MIXES and not m.get("unavailable")]
+for name in mix_modes:
+    m = modes[name]
+    lo, hi = sum(n * k // 256 * 144 for n, k in mats), want["q8_0"]
+    check(lo <= m.get("weight_bytes_step", 0) <= 1.03 * hi, f"{name}: weight bytes per step {m.get('weight_bytes_step')} "
+          f"outside the Q4_K..Q8_0 arithmetic [{lo}, {hi}]")
+    check(set(m.get("linear_types") or {}) >= {"Q4_K", "Q6_K"}, f"{name}: Linear types {m.get('linear_types')}")
+if len({fmt_of[n] for n in mix_modes}) == 1 and len(mix_modes) == 2:
+    a, b = (modes[n] for n in mix_modes)
+    check(a["gguf_sha256"] == b["gguf_sha256"], f"{mix_modes}: not the same llama-quantize file")
+    lw, pw = sorted((modes[n]["weight_bytes_step"] for n in mix_modes))
+    check(lw <= pw <= 1.03 * lw, f"{mix_modes}: weight bytes per step {lw} and {pw} (the same file)")
 for name, most in (("regional-int4", 0.3), ("layers-int4", 0.3), ("regional-int8", 0.55)):
     if name in modes:
         check(modes[name]["packed_bytes"] < most * modes["eager"]["weight_bytes_step"], f"{name} packed bytes")

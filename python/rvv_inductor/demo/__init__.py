@@ -32,7 +32,9 @@ MODES = tuple(modes.MODES) + tuple(modes.LLAMACPP_MODES) + tuple(modes.PACKAGE_M
 # prefill steps with g++ under emulation: minutes even for the tiny model).
 DEFAULT_MODES = ("eager", "regional", "regional-int8", "regional-int4", "whole", "llama.cpp-q8_0", "llama.cpp-q4_0",
                  "package-int4")
-FULL_MODES = DEFAULT_MODES + ("package",)
+# --full also runs llama-quantize's Q4_K_M file, through llama.cpp and through our package
+# of the same file (each layer in the file's format).
+FULL_MODES = DEFAULT_MODES + ("package", "llama.cpp-q4_k_m", "package-q4_k_m")
 # The CI smoke test takes each code path once (INT8 runs INT4's, in another format), to
 # stay near its ~12-minute budget.
 QUICK_MODES = ("eager", "regional", "regional-int4", "whole", "llama.cpp-q4_0", "package")

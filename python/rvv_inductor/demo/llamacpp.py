@@ -18,7 +18,11 @@ What the GGUF holds, per ``fmt``:
   ``llama-quantize --pure`` writes: no tensor is promoted to another type (llama-quantize's
   default Q4_0 mix would make ``output.weight`` Q6_K), so llama.cpp reads exactly the bytes
   per token of the format named;
-* norms and the q/k/v biases in F32, as the converter writes them.
+* norms and the q/k/v biases in F32, as the converter writes them;
+* ``q4_k_m``: the ``bf16`` file quantized by Debian's ``llama-quantize ... Q4_K_M``, as a
+  user makes the file the model cards recommend: llama.cpp's own mix (Q4_K for most
+  Linears, Q6_K for some, its choice of the embedding and output types). The same file
+  is what ``load_gguf`` and ``export FILE.gguf`` read for our side of the comparison.
 
 A tied embedding (``tie_word_embeddings``) is written once, as ``token_embd.weight``, which
 llama.cpp then also uses as the output matrix. Llama's q/k rows are permuted as the
@@ -28,11 +32,16 @@ all the demo needs (the random-weight models have no tokenizer).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 
-FORMATS = ("bf16", "q8_0", "q4_0")
+# Files made by llama-quantize from the bf16 one (format -> its ftype argument).
+QUANTIZE_MIXES = {"q4_k_m": "Q4_K_M"}
+FORMATS = ("bf16", "q8_0", "q4_0", *QUANTIZE_MIXES)
+QUANTIZE_TOOL = "llama-quantize"
 ENV = "RVV_LLAMA_DECODE"
 _BLOCK = {"q8_0": 34, "q4_0": 18}  # bytes per block of 32 weights
 _FTYPE = {"bf16": 32, "q8_0": 7, "q4_0": 2}  # llama_ftype: MOSTLY_BF16, MOSTLY_Q8_0, MOSTLY_Q4_0
@@ -48,8 +57,11 @@ def driver() -> str | None:
     return os.environ.get(ENV) or None
 
 
-def unavailable() -> str | None:
-    """None if the driver and python3-gguf are usable, else why not (one sentence)."""
+def unavailable(fmt: str | None = None) -> str | None:
+    """None if the driver and python3-gguf are usable (and, for a llama-quantize mix,
+    llama-quantize), else why not (one sentence)."""
+    if fmt in QUANTIZE_MIXES and shutil.which(QUANTIZE_TOOL) is None:
+        return f"{QUANTIZE_TOOL} is not installed (llama.cpp-tools, scripts/rootfs-packages.txt)"
     exe = driver()
     if exe is None:
         return (f"{ENV} is not set (build the driver: ninja -C build/bench-rv64 llama_decode, "
@@ -161,6 +173,8 @@ def write_gguf(model, path, fmt) -> dict:
 
     if fmt not in FORMATS:
         raise ValueError(f"write_gguf: format {fmt!r} is not one of {FORMATS}")
+    if fmt in QUANTIZE_MIXES:
+        return _quantized_mix(model, os.fspath(path), fmt)
     cfg = model.config
     arch, plan = _plan(model, fmt)
     for name, t, gtype, _ in plan:
@@ -215,6 +229,44 @@ def write_gguf(model, path, fmt) -> dict:
         w.write_tensor_data(_encode(t, gtype, heads))
     w.close()
     return {"path": path, "file_bytes": os.path.getsize(path), "linear_weight_bytes": linear_bytes, "format": fmt}
+
+
+def _quantized_mix(model, path: str, fmt: str) -> dict:
+    """The model written as bf16, then ``llama-quantize bf16-file path MIX`` (the bf16
+    file is removed). write_gguf's dict, with the bytes counted from the file's tensors,
+    the tensor types of the Linear weights and the file's sha256 (two modes that each
+    make the file can show they ran the same bytes)."""
+    import gguf  # lazy: gguf (numpy); this module must import without it (host)
+
+    exe = shutil.which(QUANTIZE_TOOL)
+    if exe is None:
+        raise RuntimeError(unavailable(fmt))
+    src = path + ".bf16.tmp"
+    try:
+        write_gguf(model, src, "bf16")
+        r = subprocess.run([exe, src, path, QUANTIZE_MIXES[fmt]], capture_output=True, text=True, timeout=4 * 3600)
+    finally:
+        if os.path.exists(src):
+            os.unlink(src)
+    if r.returncode != 0:
+        raise RuntimeError(f"{QUANTIZE_TOOL} {QUANTIZE_MIXES[fmt]} failed (exit {r.returncode}): "
+                           f"{r.stderr.strip()[-500:]}")
+    tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    linear = [n for n in tensors if n == "output.weight" or (n.startswith("blk.") and n.endswith(".weight")
+                                                             and n.split(".")[2] in _LINEAR.values())]
+    if "output.weight" not in tensors:  # tied: llama.cpp reads token_embd as its output matrix
+        linear.append("token_embd.weight")
+    types: dict[str, int] = {}
+    for n in linear:
+        name = tensors[n].tensor_type.name
+        types[name] = types.get(name, 0) + 1
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            digest.update(chunk)
+    return {"path": path, "file_bytes": os.path.getsize(path), "format": fmt,
+            "linear_weight_bytes": sum(int(tensors[n].n_bytes) for n in linear), "linear_types": types,
+            "sha256": digest.hexdigest()}
 
 
 def decode_argv(gguf_path, prompt_ids: list[int], steps: int, threads: int, region: int,

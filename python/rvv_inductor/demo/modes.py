@@ -52,11 +52,15 @@ MODES = {t.name: t for t in (
     # One graph: Linear and the rest cannot be told apart.
     ModeTraits("whole", linear_separable=False),
 )}
-# llama.cpp on the same weights, written as GGUF in these formats (llamacpp.FORMATS).
-LLAMACPP_MODES = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16"}
+# llama.cpp on the same weights, written as GGUF in these formats (llamacpp.FORMATS;
+# q4_k_m: the BF16 file quantized by llama-quantize, llama.cpp's own Q4_K/Q6_K mix).
+LLAMACPP_MODES = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp-bf16": "bf16",
+                  "llama.cpp-q4_k_m": "q4_k_m"}
 # The AOTInductor package (python3 -m rvv_inductor export), run by rvv-generate, in these
-# weight formats.
-PACKAGE_MODES = {"package": "bf16", "package-int4": "int4"}
+# weight formats; a GGUF mix (GGUF_PACKAGE_MIXES) is the same llama-quantize file as the
+# llama.cpp mode's, exported with each layer in the file's format (export --weights file).
+PACKAGE_MODES = {"package": "bf16", "package-int4": "int4", "package-q4_k_m": "q4_k_m"}
+GGUF_PACKAGE_MIXES = ("q4_k_m",)
 # Modes run by an external program rather than this worker's torch: each is counted as a
 # whole (no Linear/rest split) over its decode steps, by one run at full depth.
 DRIVER_MODES = {**LLAMACPP_MODES, **PACKAGE_MODES}

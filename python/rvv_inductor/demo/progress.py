@@ -32,6 +32,7 @@ EXPECTED_S = {
     ("measure", "regional-int8"): 45, ("measure", "regional-int4"): 45, ("measure", "whole"): 225,
     ("measure", "layers-int4"): 240,  # not yet timed quietly: a guess between regional and whole
     ("measure", "llama.cpp-q8_0"): 36, ("measure", "llama.cpp-q4_0"): 32, ("measure", "llama.cpp-bf16"): 40,
+    ("measure", "llama.cpp-q4_k_m"): 60,  # + llama-quantize; not yet timed quietly
     # count:regional finds the measuring pass's artifacts (same threads and prompt).
     ("count", "eager"): 95, ("count", "regional"): 140, ("count", "regional-int8"): 346,
     ("count", "regional-int4"): 517, ("count", "whole"): 400, ("count", "layers-int4"): 200,
@@ -41,6 +42,8 @@ EXPECTED_S = {
     # model on a quiet machine), then seconds of rvv-generate; its count: a few C++ steps.
     ("measure", "package"): 420, ("measure", "package-int4"): 343,
     ("count", "package"): 30, ("count", "package-int4"): 35,
+    ("measure", "package-q4_k_m"): 400, ("count", "package-q4_k_m"): 35,  # not yet timed quietly
+    ("count", "llama.cpp-q4_k_m"): 10,
     # The default run timed quietly on 2026-12-06 (32 min 0 s in all) gave package-int4 343 s,
 # the INT8/INT4 counting runs with their 512-token prompt inside 346 / 517 s, llama.cpp's
 # long-prompt counts 200-236 s at 8 threads and 283-430 s at 4 (mean per format below).
@@ -50,6 +53,7 @@ EXPECTED_S = {
     ("count-prompt", "llama.cpp-bf16"): 1800, ("count-prompt", "regional"): 120,
     ("count-prompt", "regional-int8"): 60, ("count-prompt", "regional-int4"): 60,
     ("count-prompt", "package"): 120, ("count-prompt", "package-int4"): 152,
+    ("count-prompt", "package-q4_k_m"): 180, ("count-prompt", "llama.cpp-q4_k_m"): 400,  # guesses
 }
 DEFAULT_WORK = {"n_params": 24_000_000, "tokens": 1 * (16 + 4)}  # what EXPECTED_S was measured with
 

@@ -264,7 +264,7 @@ def _mode_entry(out: Path, mode: str, r: dict, eager_logits, spec: dict, cspec: 
                                "weight_bytes_step", "weights", "group_size", "activations", "formats", "unavailable",
                                "backend", "format", "gguf_file_bytes", "driver_rss_peak_kib",
                                "package_file_bytes", "runner_rss_peak_kib", "max_cache_len", "compiled_layers",
-                               "rvv_attention")}
+                               "rvv_attention", "gguf_sha256", "linear_types", "file_formats")}
     m["compile_s"] = m["compile_s"] or 0.0
     m["packed_bytes"] = m["packed_bytes"] or 0
     m["workloads"] = m["workloads"] or []
@@ -695,6 +695,9 @@ def _side_by_side(rep: dict) -> list[str]:
                 "AOTInductor package, rvv-generate (C++, no Python)" if mode in PACKAGE_MODES else
                 "RVV kernels, compiled decoder layers" if mode == "layers-int4" else
                 "RVV kernels" if mode.startswith("regional") or mode == "whole" else "ATen")
+        if m.get("gguf_sha256") and not m.get("unavailable"):  # a llama-quantize file: which one, which types
+            note += (f"; llama-quantize file sha256 {m['gguf_sha256'][:12]} ("
+                     + ", ".join(f"{n} {t}" for t, n in sorted(m.get("linear_types", {}).items())) + " Linears)")
         if c is None and not m.get("unavailable"):
             note += ("; not counted (counted with --full or --count-modes ...,whole)" if mode == "whole"
                      else "; not counted")

@@ -39,8 +39,8 @@ from .. import _native, cpu, export, paths, reasons
 from ..integration import enable
 from ..policy import DEFAULT_GROUP_SIZE, K1_CORES, M_BUCKETS, prefill_chunk
 from . import llamacpp, models
-from .modes import (DECODE_LINEAR, DECODE_REST, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
-                    PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, count_threads,
+from .modes import (DECODE_LINEAR, DECODE_REST, EMPTY, GGUF_PACKAGE_MIXES, LLAMACPP_MODES, LLAMACPP_REGION,
+                    MODES, PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, count_threads,
                     region_id, runner_times)
 from .progress import worker_eta
 from .progress_line import Progress
@@ -481,7 +481,7 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     out = Path(spec["out"])
     res: dict = {"mode": mode_name, "format": fmt, "workloads": [], "routing": {"rvv": [], "fallback": []},
                  "packed_bytes": 0, "compile_s": 0.0, "graphs": 0}
-    why = llamacpp.unavailable()
+    why = llamacpp.unavailable(fmt)
     if why:
         res["unavailable"] = why
         return res
@@ -497,6 +497,8 @@ def run_llamacpp(spec: dict, mode_name: str) -> dict:
     info = llamacpp.write_gguf(model, str(gguf_path), fmt)
     res["gguf_write_s"] = time.perf_counter() - t0
     res["gguf_file_bytes"] = int(info["file_bytes"])
+    if "sha256" in info:  # a llama-quantize mix: which file, and llama.cpp's types for the Linears
+        res["gguf_sha256"], res["linear_types"] = info["sha256"], info["linear_types"]
     res["weight_bytes_step"] = int(info["linear_weight_bytes"])
     res["param_bytes"] = sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
     del model
@@ -582,10 +584,10 @@ def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: 
     (out / f"count-argv-{mode_name}.json").write_text(json.dumps({"runs": runs}, indent=1))
 
 
-def _package_weight_bytes(model, weights: str) -> int:
+def _package_weight_bytes(model, weights: str, file_weights: dict | None = None) -> int:
     """Bytes of the Linear weights one decode step of the package reads: what export's gate
     admits in ``weights`` (packed as compile_linears packs that format, which is what the
-    frozen compile stores), the rest as BF16."""
+    frozen compile stores; a GGUF file's layers as packed from its blocks), the rest as BF16."""
     from .. import regional  # lazy: loads our ops library; eager's RSS stays without it
 
     gate = export._parse_gate(export.DEFAULT_GATE)
@@ -594,7 +596,10 @@ def _package_weight_bytes(model, weights: str) -> int:
     for m in model.modules():
         if not isinstance(m, torch.nn.Linear):
             continue
-        if weights != "bf16" and gate.check(1, m.out_features, m.in_features) is None:
+        fw = (file_weights or {}).get(m.weight.data_ptr())
+        if fw is not None and gate.check(1, m.out_features, m.in_features) is None:
+            total += fw.layout.bytes
+        elif weights not in ("bf16", export.FILE_WEIGHTS) and gate.check(1, m.out_features, m.in_features) is None:
             total += regional.RVVQuantLinear.from_linear(m, nb, weights, DEFAULT_GROUP_SIZE[weights]).packed_bytes
         else:
             total += m.weight.numel() * m.weight.element_size()
@@ -668,25 +673,47 @@ def run_package(spec: dict, mode_name: str) -> dict:
     cache = max(max(p for _, p in batch1) + spec["steps"], spec["count_prompt"] + spec["count_steps"],
                 (spec.get("count_prefill") or 0) + 1) + 1
     pkg = out / f"model-{mode_name}.pt2"
+    file_weights, export_weights = None, weights
+    if weights in GGUF_PACKAGE_MIXES:
+        # llama-quantize's file of these weights (the llama.cpp mode makes the same bytes:
+        # the report compares the sha256), exported with each layer in the file's format.
+        prog.stage(f"{mode_name}: writing the weights as GGUF and running llama-quantize ({weights})")
+        why = llamacpp.unavailable(weights)
+        if why:
+            res["unavailable"] = why
+            return res
+        info = llamacpp.write_gguf(model, str(out / f"package-model-{weights}.gguf"), weights)
+        res["gguf_sha256"], res["linear_types"] = info["sha256"], info["linear_types"]
+        res["gguf_file_bytes"] = int(info["file_bytes"])
+        del model, params
+        model, file_weights = export.load_model(info["path"], keep_file_formats=True)
+        export_weights = export.FILE_WEIGHTS
     prog.stage(f"{mode_name}: export + AOTInductor compile ({weights})")
     # Partitioned for the K1's cores (export --threads): the counting run uses them all;
     # any thread count computes the same result.
-    # The package's own prefill chunk (policy.prefill_chunk); a prompt shorter than it runs
-    # as one padded call. --quick (CI) leaves the prefill model out: its compile would
-    # double the export (test_export tests it).
-    chunk = 0 if spec.get("quick") else min(prefill_chunk(weights), cache)
-    meta = _reused_package(pkg, weights, cache, chunk if chunk >= 2 else 0)
+    # The package's own prefill chunk (policy.prefill_chunk; a file's formats: the largest of
+    # theirs); a prompt shorter than it runs as one padded call. --quick (CI) leaves the
+    # prefill model out: its compile would double the export (test_export tests it).
+    if spec.get("quick"):
+        chunk = 0
+    elif file_weights is not None:
+        chunk = min(export._file_prefill_chunk({fw.fmt for fw in file_weights.values()}, "auto"), cache)
+    else:
+        chunk = min(prefill_chunk(weights), cache)
+    meta = _reused_package(pkg, export_weights, cache, chunk if chunk >= 2 else 0)
     if meta is None:
-        meta = export.export(model, str(pkg), weights=weights, max_cache_len=cache, threads=K1_CORES,
-                             prefill_chunk=chunk if chunk >= 2 else 0)
+        meta = export.export(model, str(pkg), weights=export_weights, max_cache_len=cache, threads=K1_CORES,
+                             prefill_chunk=chunk if chunk >= 2 else 0, file_weights=file_weights)
     res["compile_s"] = float(meta["export_s"]) + float(meta["compile_s"])
     res["graphs"] = 2 if meta["prefill_chunk"] else 1
     res["prefill_chunk"] = meta["prefill_chunk"]
     res["package_file_bytes"] = pkg.stat().st_size
     res["routing"] = _package_routing(pkg)
-    res["weight_bytes_step"] = _package_weight_bytes(model, weights)
+    res["weight_bytes_step"] = _package_weight_bytes(model, export_weights, file_weights)
     res["max_cache_len"] = cache
-    del model, params
+    if file_weights is not None:
+        res["file_formats"] = meta.get("file_formats")
+    del model, file_weights
     threads = spec.get("threads") or 1
     res["threads"] = threads
     eager_tokens = torch.load(out / "tokens-eager.pt")

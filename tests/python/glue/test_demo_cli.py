@@ -235,8 +235,11 @@ def test_modes_and_regions():
     assert modes.MODES["regional-int4"].weights == "int4" and modes.MODES["regional-int8"].weights == "int8"
     assert modes.MODES["layers-int4"].weights == "int4"
     assert [m for m, c in modes.MODES.items() if getattr(c, "compile_layers", False)] == ["layers-int4"]
-    assert set(modes.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0"}
-    assert modes.PACKAGE_MODES == {"package": "bf16", "package-int4": "int4"}
+    assert set(modes.LLAMACPP_MODES.values()) == {"bf16", "q8_0", "q4_0", "q4_k_m"}
+    assert modes.PACKAGE_MODES == {"package": "bf16", "package-int4": "int4", "package-q4_k_m": "q4_k_m"}
+    # The Q4_K_M pair runs the same llama-quantize file on both sides, in --full.
+    assert set(modes.GGUF_PACKAGE_MIXES) <= set(modes.LLAMACPP_MODES.values())
+    assert {"llama.cpp-q4_k_m", "package-q4_k_m"} <= set(demo_pkg.FULL_MODES) - set(demo_pkg.DEFAULT_MODES)
     assert set(modes.DRIVER_MODES) == set(modes.LLAMACPP_MODES) | set(modes.PACKAGE_MODES)
     assert not set(modes.PACKAGE_MODES) & set(modes.MODES) and set(modes.PACKAGE_MODES) <= set(demo_pkg.MODES)
     assert modes.EMPTY not in modes.MODES and modes.EMPTY not in demo_pkg.MODES
@@ -263,8 +266,10 @@ def test_presets():
     assert (f["config"]["vocab_size"], f["batches"], f["prompts"], f["steps"]) == (8192, [1, 2, 4], [32, 128], 8)
     assert f["count_prompt"] == 32 and f["count_steps"] == 2 and f["threads"] == 8  # the shortest prompt
     assert spec_of("--full", "--batch", "2", "--steps", "3")["batches"] == [2]
-    # The INT4 package is in the default (beside llama.cpp Q4_0); --full adds the BF16 one.
-    assert f["modes"] == [m for m in demo_pkg.MODES if m in demo_pkg.DEFAULT_MODES + ("package",)]
+    # The INT4 package is in the default (beside llama.cpp Q4_0); --full adds the BF16 one and
+    # the Q4_K_M pair (llama.cpp and the package of the same llama-quantize file).
+    assert f["modes"] == [m for m in demo_pkg.MODES if m in demo_pkg.DEFAULT_MODES
+                          + ("package", "llama.cpp-q4_k_m", "package-q4_k_m")]
     assert "package" in f["modes"] and "package" not in d["modes"]
     assert "package-int4" in d["modes"] and "llama.cpp-q4_0" in d["modes"]
     assert spec_of("--modes", "package-int4")["modes"] == ["eager", "package-int4"]
