@@ -11,7 +11,12 @@ The file is read with ``gguf`` (Debian's python3-gguf). Per tensor type:
   value for value at the file's bytes per weight (csrc/rvv_inductor/block_quant.h);
 * BF16, F16, F32: loaded into the model in BF16 (F16 and F32 are rounded to BF16); Linear
   layers in these types stay ``nn.Linear`` (``compile_linears(model)`` packs them);
-  embedding and norms likewise, whatever their type (quantized ones dequantized).
+  embedding and norms likewise, whatever their type (quantized ones dequantized);
+* a tied file (no ``output.weight``: Qwen2.5-0.5B/1.5B) whose ``token_embd`` is quantized
+  (llama-quantize's K-quant mixes make it Q6_K): lm_head is an ``RVVQuantLinear`` of
+  those blocks, as llama.cpp reads them for its output, and the embedding an
+  ``RVVTiedEmbedding`` looking its rows up in them (no BF16 table: one copy of the
+  vocabulary matrix, at the file's bytes per weight).
 
 Anything else (another architecture, another tensor type, a truncated or corrupt file, a
 tensor that does not fit the model) is a ``GGUFError`` with the name of what is wrong.
@@ -35,7 +40,7 @@ from . import cpu, gguf_checks, quantized
 from ._native import RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8
 from .gguf_checks import ARCHITECTURES, GGUFError  # defined there: gguf_checks imports nothing of ours
 from .policy import DEFAULT_ACTIVATIONS, check_activations
-from .regional import RVVQuantLinear
+from .regional import RVVQuantLinear, RVVTiedEmbedding
 
 SUPPORTED_TYPES = gguf_checks.SUPPORTED_TYPES  # the file types load_gguf reads (checked in gguf_checks)
 
@@ -223,6 +228,10 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
     with torch.device("meta"):
         model = cls(config).to(torch.bfloat16)
     model.eval()
+    emb_type = tensors["model.embed_tokens.weight"].tensor_type
+    tied_packed = config.tie_word_embeddings and (emb_type.name in _BLOCK_TYPES or emb_type in (q.Q8_0, q.Q4_0))
+    if tied_packed:  # token_embd is the output matrix too: packed once, as lm_head
+        tensors["lm_head.weight"] = tensors.pop("model.embed_tokens.weight")
 
     nb = cpu.effective().block_n
     linear_names = {v.rsplit(".", 1)[-1] for v in _LINEAR.values()} | {"lm_head"}
@@ -275,7 +284,9 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
                     torch.bfloat16)
             _set_tensor(model, hf, w.contiguous(), path, t.name)
             del raw, w
-    if config.tie_word_embeddings and not isinstance(model.lm_head, RVVQuantLinear):
+    if tied_packed:
+        model.model.embed_tokens = RVVTiedEmbedding(model.model.embed_tokens, model.lm_head)
+    elif config.tie_word_embeddings and not isinstance(model.lm_head, RVVQuantLinear):
         model.lm_head.weight = model.model.embed_tokens.weight
     # buffers computed at construction (RoPE frequencies) are on the meta device: rebuild
     for name, mod in list(model.named_modules()):

@@ -36,12 +36,14 @@ ALL_F32 = {f"blk.{i}.{k}.weight": Q.F32 for i in range(LAYERS)
 ALL_F32["output.weight"] = Q.F32
 
 
-def quantize_file(tmp_path, arch: str, ftype: str):
-    """An F32 GGUF quantized by llama-quantize to ``ftype``, as a user would."""
+def quantize_file(tmp_path, arch: str, ftype: str, tied: bool = False):
+    """An F32 GGUF quantized by llama-quantize to ``ftype``, as a user would; ``tied``: no
+    output.weight (token_embd is the output matrix, as in Qwen2.5-0.5B/1.5B)."""
     exe = shutil.which("llama-quantize")
     assert exe, "llama-quantize is missing from the root filesystem (llama.cpp-tools, scripts/rootfs-packages.txt)"
-    src = write_gguf(tmp_path / f"{arch}-f32.gguf", arch=arch, override=ALL_F32)
-    out = tmp_path / f"{arch}-{ftype}.gguf"
+    src = write_gguf(tmp_path / f"{arch}-f32{'-tied' if tied else ''}.gguf", arch=arch, override=ALL_F32,
+                     drop=("output.weight",) if tied else ())
+    out = tmp_path / f"{arch}-{ftype}{'-tied' if tied else ''}.gguf"
     r = subprocess.run([exe, str(src), str(out), ftype], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return out
@@ -64,7 +66,7 @@ def check_against_dequantized(model, path, tol_ulps=4):
     quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}
     formats = {}
     for name, layer in quant.items():
-        gname = hf_to_gguf(name)
+        gname = _gguf_name(name, types)
         assert layer.format.upper() == types[gname] or (layer.format, types[gname]) in (
             ("int8", "Q8_0"), ("int4", "Q4_0")), f"{name}: {layer.format} for a {types[gname]} tensor"
         assert torch.equal(layer.dequantized(), ref_w[gname]), f"{name}: differs from gguf.dequantize"
@@ -72,7 +74,8 @@ def check_against_dequantized(model, path, tol_ulps=4):
     ref = load_gguf(path)
     for name, layer in quant.items():
         parent, _, child = name.rpartition(".")
-        setattr(ref.get_submodule(parent) if parent else ref, child, FP32Linear(ref_w[hf_to_gguf(name)], layer.bias))
+        setattr(ref.get_submodule(parent) if parent else ref, child, FP32Linear(ref_w[_gguf_name(name, types)],
+                                                                                 layer.bias))
     torch.manual_seed(3)
     tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS))
     want = teacher_forced_logits(ref, tokens)
@@ -81,6 +84,12 @@ def check_against_dequantized(model, path, tol_ulps=4):
     print(f"{path.name}: formats {formats}, max logit difference {(got - want).abs().max().item():.4g} (tol {tol:.4g})")
     assert (got - want).abs().max().item() <= tol
     return formats, want, got, tokens
+
+
+def _gguf_name(name: str, types: dict) -> str:
+    """The file's tensor of a layer: a tied file's lm_head is its token_embd."""
+    g = hf_to_gguf(name)
+    return "token_embd.weight" if g == "output.weight" and g not in types else g
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +120,33 @@ def test_llama_quantize_mix_loads_bit_exact(tmp_path, q4_k_m, arch, ftype, expec
     d8, d16 = (got8 - want).abs().max().item() / scale, (got16 - want).abs().max().item() / scale
     print(f"{ftype}: max |logit - FP32 twin| / max|logit|: INT8 activations {d8:.4f}, BF16 {d16:.4f}")
     assert d16 < d8 <= LOGIT_BOUND
+
+
+def test_tied_q4_k_m_keeps_one_packed_vocabulary_matrix(tmp_path):
+    """A tied file (no output.weight, as Qwen2.5-1.5B): llama-quantize makes token_embd
+    Q6_K; lm_head holds those blocks (what llama.cpp reads for its output) and the
+    embedding looks its rows up in them, so the model holds no BF16 vocabulary table; the
+    weights equal gguf.dequantize and the logits the FP32 twin's."""
+    path = quantize_file(tmp_path, "qwen2", "Q4_K_M", tied=True)
+    emb_type = next(t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors if t.name == "token_embd.weight")
+    model = load_gguf(path, activations="bf16")
+    assert isinstance(model.lm_head, regional.RVVQuantLinear) and model.lm_head.format == emb_type.lower(), emb_type
+    assert isinstance(model.get_input_embeddings(), regional.RVVTiedEmbedding)
+    assert not [n for n, p in model.named_parameters() if p.shape[0] == VOCAB], "a BF16 vocabulary table is left"
+    ids = torch.tensor([[0, 7, VOCAB - 1]])
+    ref_emb = gguf_dequantized(path)["token_embd.weight"]
+    assert torch.equal(model.get_input_embeddings()(ids)[0], ref_emb[ids[0]].to(torch.bfloat16))
+    check_against_dequantized(model, path)
+    # What `serve FILE.gguf` loads: the same layers, nothing left on ATen, the same logits.
+    from test_transformers import PROMPT, STEPS, teacher_forced_logits
+
+    from rvv_inductor import serve
+
+    served, report = serve.load_gguf_packed(path, "bf16")
+    assert served.lm_head.format == model.lm_head.format and not report.fell_back
+    assert not [n for n, m in served.named_modules() if type(m) is torch.nn.Linear]
+    tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS), generator=torch.Generator().manual_seed(5))
+    assert torch.equal(teacher_forced_logits(served, tokens), teacher_forced_logits(model, tokens))
 
 
 def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
