@@ -203,21 +203,18 @@ def _resolved_activations(weights: str, activations: str, formats=()) -> str:
     return resolve_activations(weights, activations)
 
 
-def _file_prefill_chunk(formats, activations: str) -> int:
-    """The prefill chunk for a file's formats: the largest of theirs (policy.prefill_chunk_for:
-    bytes per weight from the format's record, the INT8 datapath for 4-bit weights with INT8
-    activations), so that every GEMM of a call hides its weights' DRAM time."""
+def _file_prefill_chunk(file_weights, activations: str) -> int:
+    """The prefill chunk for a file's packed weights (quant_lowering.FileWeight): the largest
+    of theirs (policy.prefill_chunk_for: bytes per weight as packed, the INT8 datapath for
+    4-bit weights with INT8 activations), so that every GEMM of a call hides its weights'
+    DRAM time."""
     from . import quantized  # lazy: the C++ core (format traits); this module must import without it
 
     chunks = [PREFILL_CHUNK_MIN]
-    for fmt in formats:
-        info = quantized.format_info(fmt)
-        if info["record_bytes"]:
-            bpw = info["record_bytes"] / info["super_rows"]
-        else:  # Q8_0 / Q4_0 as INT8 / INT4 with one f16 scale per 32
-            bpw = info["bits"] / 8 + 2 / 32
-        x8 = resolve_activations(fmt, activations) == "int8"
-        chunks.append(prefill_chunk_for(bpw, 8 if info["bits"] <= 4 and x8 else 4))
+    for fw in file_weights:
+        x8 = resolve_activations(fw.fmt, activations) == "int8"
+        bits = quantized.format_info(fw.fmt)["bits"]
+        chunks.append(prefill_chunk_for(fw.layout.bytes / (fw.layout.n * fw.layout.k), 8 if bits <= 4 and x8 else 4))
     return max(chunks)
 
 
@@ -253,7 +250,7 @@ def export(model, out: str, *, weights: str = "bf16", group_size: int | None = N
     config = model.config.get_text_config()
     if prefill_chunk is None:
         if weights == FILE_WEIGHTS and activations in ACTIVATIONS:
-            prefill_chunk = min(_file_prefill_chunk(formats, activations), max_cache_len)
+            prefill_chunk = min(_file_prefill_chunk(file_weights.values(), activations), max_cache_len)
         elif weights in WEIGHT_FORMATS and activations in ACTIVATIONS:
             prefill_chunk = min(chunk_for(weights, activations), max_cache_len)
         else:

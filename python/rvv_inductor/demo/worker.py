@@ -697,7 +697,7 @@ def run_package(spec: dict, mode_name: str) -> dict:
     if spec.get("quick"):
         chunk = 0
     elif file_weights is not None:
-        chunk = min(export._file_prefill_chunk({fw.fmt for fw in file_weights.values()}, "auto"), cache)
+        chunk = min(export._file_prefill_chunk(file_weights.values(), "auto"), cache)
     else:
         chunk = min(prefill_chunk(weights), cache)
     meta = _reused_package(pkg, export_weights, cache, chunk if chunk >= 2 else 0)
