@@ -32,6 +32,7 @@ all the demo needs (the random-weight models have no tokenizer).
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -217,8 +218,7 @@ def write_gguf(model, path, fmt) -> dict:
             shape, dtype = tuple(int(d) for d in t.shape), (np.uint16 if gtype == "BF16" else np.float32)
         w.add_tensor_info(name, shape, np.dtype(dtype), nb,
                           raw_dtype=None if gtype == "F32" else getattr(gguf.GGMLQuantizationType, gtype))
-        if name == "output.weight" or (name.startswith("blk.") and name.endswith(".weight") and
-                                       name.split(".")[2] in _LINEAR.values()):
+        if _read_per_token(name):
             linear_bytes += nb
     if cfg.tie_word_embeddings:  # llama.cpp reads token_embd as its output matrix
         linear_bytes += _nbytes(plan[0][1].shape, plan[0][2])
@@ -229,6 +229,13 @@ def write_gguf(model, path, fmt) -> dict:
         w.write_tensor_data(_encode(t, gtype, heads))
     w.close()
     return {"path": path, "file_bytes": os.path.getsize(path), "linear_weight_bytes": linear_bytes, "format": fmt}
+
+
+def _read_per_token(name: str) -> bool:
+    """A tensor every decode token reads in full: the Linear weights and the output matrix
+    (a tied model's token_embd too, which the callers add: it is not named as one)."""
+    return name == "output.weight" or (name.startswith("blk.") and name.endswith(".weight")
+                                       and name.split(".")[2] in _LINEAR.values())
 
 
 def _quantized_mix(model, path: str, fmt: str) -> dict:
@@ -252,14 +259,10 @@ def _quantized_mix(model, path: str, fmt: str) -> dict:
         raise RuntimeError(f"{QUANTIZE_TOOL} {QUANTIZE_MIXES[fmt]} failed (exit {r.returncode}): "
                            f"{r.stderr.strip()[-500:]}")
     tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
-    linear = [n for n in tensors if n == "output.weight" or (n.startswith("blk.") and n.endswith(".weight")
-                                                             and n.split(".")[2] in _LINEAR.values())]
+    linear = [n for n in tensors if _read_per_token(n)]
     if "output.weight" not in tensors:  # tied: llama.cpp reads token_embd as its output matrix
         linear.append("token_embd.weight")
-    types: dict[str, int] = {}
-    for n in linear:
-        name = tensors[n].tensor_type.name
-        types[name] = types.get(name, 0) + 1
+    types = dict(collections.Counter(tensors[n].tensor_type.name for n in linear))
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 24), b""):

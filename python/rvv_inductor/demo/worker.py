@@ -596,10 +596,11 @@ def _package_weight_bytes(model, weights: str, file_weights: dict | None = None)
     for m in model.modules():
         if not isinstance(m, torch.nn.Linear):
             continue
+        admitted = gate.check(1, m.out_features, m.in_features) is None
         fw = (file_weights or {}).get(m.weight.data_ptr())
-        if fw is not None and gate.check(1, m.out_features, m.in_features) is None:
+        if admitted and fw is not None:
             total += fw.layout.bytes
-        elif weights not in ("bf16", export.FILE_WEIGHTS) and gate.check(1, m.out_features, m.in_features) is None:
+        elif admitted and weights not in ("bf16", export.FILE_WEIGHTS):
             total += regional.RVVQuantLinear.from_linear(m, nb, weights, DEFAULT_GROUP_SIZE[weights]).packed_bytes
         else:
             total += m.weight.numel() * m.weight.element_size()
