@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 # Files made by llama-quantize from the bf16 one (format -> its ftype argument).
 QUANTIZE_MIXES = {"q4_k_m": "Q4_K_M"}
@@ -251,25 +252,61 @@ def _quantized_mix(model, path: str, fmt: str) -> dict:
     src = path + ".bf16.tmp"
     try:
         write_gguf(model, src, "bf16")
-        r = subprocess.run([exe, src, path, QUANTIZE_MIXES[fmt]], capture_output=True, text=True, timeout=4 * 3600)
+        source = {"bf16_sha256": _sha256(src), "mix": QUANTIZE_MIXES[fmt], "tool": os.path.realpath(exe)}
+        if not _reuse_quantized(path, source):
+            if os.path.exists(path + SOURCE_SUFFIX):  # the file is about to change: it no longer vouches for it
+                os.unlink(path + SOURCE_SUFFIX)
+            r = subprocess.run([exe, src, path, QUANTIZE_MIXES[fmt]], capture_output=True, text=True,
+                               timeout=4 * 3600)
+            if r.returncode != 0:
+                raise RuntimeError(f"{QUANTIZE_TOOL} {QUANTIZE_MIXES[fmt]} failed (exit {r.returncode}): "
+                                   f"{r.stderr.strip()[-500:]}")
+            Path(path + SOURCE_SUFFIX).write_text(json.dumps(source))
     finally:
         if os.path.exists(src):
             os.unlink(src)
-    if r.returncode != 0:
-        raise RuntimeError(f"{QUANTIZE_TOOL} {QUANTIZE_MIXES[fmt]} failed (exit {r.returncode}): "
-                           f"{r.stderr.strip()[-500:]}")
     tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
     linear = [n for n in tensors if _read_per_token(n)]
     if "output.weight" not in tensors:  # tied: llama.cpp reads token_embd as its output matrix
         linear.append("token_embd.weight")
     types = dict(collections.Counter(tensors[n].tensor_type.name for n in linear))
+    return {"path": path, "file_bytes": os.path.getsize(path), "format": fmt,
+            "linear_weight_bytes": sum(int(tensors[n].n_bytes) for n in linear), "linear_types": types,
+            "sha256": _sha256(path)}
+
+
+# Beside each llama-quantize output: what it was made from (the BF16 file's sha256, the
+# mix, the tool), so another mode that makes the same file from the same bytes links it
+# instead of quantizing again (at 1.5B dimensions one Q4_K_M run is ~20 min emulated).
+SOURCE_SUFFIX = ".source.json"
+
+
+def _reuse_quantized(path: str, source: dict) -> bool:
+    """Link a file in path's directory that llama-quantize made from the same source (its
+    sidecar says so and its own file is there) to path. llama-quantize is deterministic in
+    its input, mix and build, so the bytes are the ones it would write again."""
+    for side in sorted(Path(path).parent.glob("*" + SOURCE_SUFFIX)):
+        made = str(side)[:-len(SOURCE_SUFFIX)]
+        try:
+            same = json.loads(side.read_text()) == source
+        except ValueError:
+            continue
+        if same and os.path.isfile(made):
+            if os.path.abspath(made) != os.path.abspath(path):
+                if os.path.exists(path):
+                    os.unlink(path)
+                shutil.copyfile(made, path)
+                shutil.copyfile(side, path + SOURCE_SUFFIX)
+            return True
+    return False
+
+
+def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 24), b""):
             digest.update(chunk)
-    return {"path": path, "file_bytes": os.path.getsize(path), "format": fmt,
-            "linear_weight_bytes": sum(int(tensors[n].n_bytes) for n in linear), "linear_types": types,
-            "sha256": digest.hexdigest()}
+    return digest.hexdigest()
 
 
 def decode_argv(gguf_path, prompt_ids: list[int], steps: int, threads: int, region: int,

@@ -3,6 +3,7 @@ clear message and a non-zero exit, never a traceback; the estimate and the count
 extrapolation against hand-computed values; the modes a worker knows."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import subprocess
@@ -419,6 +420,31 @@ def test_llamacpp_counts(tmp_path):
     assert c["est_decode_tok_s_ceiling"] == pytest.approx(1 / max(comp, mem))
     mem = 8e5 / 3 / policy.K1_DRAM_ACHIEVED_BYTES_PER_S
     assert c["est_decode_tok_s"] == pytest.approx(1 / max(comp, mem))  # the headline: calibrated
+
+
+def test_llama_quantize_output_is_reused_only_for_the_same_source(tmp_path):
+    """Two modes that quantize the same BF16 bytes with the same mix share llama-quantize's
+    output (its sidecar names the source); another source, another mix, or a file without
+    its sidecar is quantized again."""
+    from rvv_inductor.demo import llamacpp
+
+    made = tmp_path / "package-model-q4_k_m.gguf"
+    made.write_bytes(b"GGUF quantized bytes")
+    source = {"bf16_sha256": "ab" * 32, "mix": "Q4_K_M", "tool": "/usr/bin/llama-quantize"}
+    want = tmp_path / "model-q4_k_m.gguf"
+    assert not llamacpp._reuse_quantized(str(want), source)  # no sidecar: made by someone else
+    (tmp_path / (made.name + llamacpp.SOURCE_SUFFIX)).write_text(json.dumps(source))
+    for other in ({**source, "bf16_sha256": "cd" * 32}, {**source, "mix": "Q5_K_M"}, {**source, "tool": "/x"}):
+        assert not llamacpp._reuse_quantized(str(want), other) and not want.exists()
+    assert llamacpp._reuse_quantized(str(want), source)
+    assert want.read_bytes() == made.read_bytes()
+    assert json.loads((tmp_path / (want.name + llamacpp.SOURCE_SUFFIX)).read_text()) == source
+    made.unlink()  # a sidecar whose file is gone vouches for nothing
+    (tmp_path / (want.name + llamacpp.SOURCE_SUFFIX)).unlink()
+    want.unlink()
+    assert not llamacpp._reuse_quantized(str(want), source)
+    side = tmp_path / (made.name + llamacpp.SOURCE_SUFFIX)
+    assert llamacpp._sha256(str(side)) == hashlib.sha256(json.dumps(source).encode()).hexdigest()
 
 
 def test_runner_times():
