@@ -35,6 +35,7 @@ Tolerances (all at the largest reference logit |z|max, measured values printed):
 """
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -162,6 +163,30 @@ def test_write_gguf_rejects_bad_input(tmp_path):
     model.config.model_type = "gpt2"
     with pytest.raises(ValueError, match="model_type 'gpt2'"):
         llamacpp.write_gguf(model, tmp_path / "x.gguf", "q8_0")
+
+
+@needs_driver
+def test_q4_k_m_file_is_quantized_once_per_source(tmp_path, monkeypatch):
+    """A second llama-quantize Q4_K_M write of the same model in the same directory links the
+    first file instead of running the tool again; the bytes are what the tool makes of them in
+    a directory of its own (it is deterministic: the premise of the reuse), and other weights
+    are quantized again."""
+    why = llamacpp.unavailable("q4_k_m")
+    assert why is None, why
+    runs = []
+    real_run = llamacpp.subprocess.run
+    monkeypatch.setattr(llamacpp.subprocess, "run", lambda argv, **kw: runs.append(argv[0]) or real_run(argv, **kw))
+    model = make_model("qwen2", False)
+    a = llamacpp.write_gguf(model, tmp_path / "a.gguf", "q4_k_m")
+    assert len(runs) == 1 and json.loads(open(a["path"] + llamacpp.SOURCE_SUFFIX).read())["mix"] == "Q4_K_M"
+    b = llamacpp.write_gguf(model, tmp_path / "b.gguf", "q4_k_m")
+    assert len(runs) == 1, "the same source was quantized again"
+    assert b["sha256"] == a["sha256"] and b["linear_types"] == a["linear_types"]
+    (tmp_path / "fresh").mkdir()
+    c = llamacpp.write_gguf(model, tmp_path / "fresh" / "c.gguf", "q4_k_m")
+    assert len(runs) == 2 and c["sha256"] == a["sha256"]
+    d = llamacpp.write_gguf(make_model("qwen2", False, seed=1), tmp_path / "d.gguf", "q4_k_m")
+    assert len(runs) == 3 and d["sha256"] != a["sha256"]
 
 
 @needs_driver
