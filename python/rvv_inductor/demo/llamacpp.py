@@ -276,14 +276,14 @@ def _quantized_mix(model, path: str, fmt: str) -> dict:
 
 
 # Beside each llama-quantize output: what it was made from (the BF16 file's sha256, the
-# mix, the tool), so another mode that makes the same file from the same bytes links it
-# instead of quantizing again (at 1.5B dimensions one Q4_K_M run is ~20 min emulated).
+# mix, the tool), so another mode that makes the same file from the same bytes copies it
+# instead of quantizing again (at 1.5B dimensions one Q4_K_M run is ~50 min emulated).
 SOURCE_SUFFIX = ".source.json"
 
 
 def _reuse_quantized(path: str, source: dict) -> bool:
-    """Link a file in path's directory that llama-quantize made from the same source (its
-    sidecar says so and its own file is there) to path. llama-quantize is deterministic in
+    """Copy to path a file in path's directory that llama-quantize made from the same source
+    (its sidecar says so and its own file is there). llama-quantize is deterministic in
     its input, mix and build, so the bytes are the ones it would write again."""
     for side in sorted(Path(path).parent.glob("*" + SOURCE_SUFFIX)):
         made = str(side)[:-len(SOURCE_SUFFIX)]
@@ -293,8 +293,6 @@ def _reuse_quantized(path: str, source: dict) -> bool:
             continue
         if same and os.path.isfile(made):
             if os.path.abspath(made) != os.path.abspath(path):
-                if os.path.exists(path):
-                    os.unlink(path)
                 shutil.copyfile(made, path)
                 shutil.copyfile(side, path + SOURCE_SUFFIX)
             return True

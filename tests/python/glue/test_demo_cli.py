@@ -14,7 +14,7 @@ import pytest
 
 from rvv_inductor import policy
 import rvv_inductor.demo as demo_pkg
-from rvv_inductor.demo import estimate, progress, progress_line, report
+from rvv_inductor.demo import estimate, llamacpp, progress, progress_line, report
 from rvv_inductor.demo import modes  # the workers' torch-free tables (worker.py imports torch)
 
 
@@ -426,8 +426,6 @@ def test_llama_quantize_output_is_reused_only_for_the_same_source(tmp_path):
     """Two modes that quantize the same BF16 bytes with the same mix share llama-quantize's
     output (its sidecar names the source); another source, another mix, or a file without
     its sidecar is quantized again."""
-    from rvv_inductor.demo import llamacpp
-
     made = tmp_path / "package-model-q4_k_m.gguf"
     made.write_bytes(b"GGUF quantized bytes")
     source = {"bf16_sha256": "ab" * 32, "mix": "Q4_K_M", "tool": "/usr/bin/llama-quantize"}
