@@ -167,7 +167,7 @@ def test_write_gguf_rejects_bad_input(tmp_path):
 
 @needs_driver
 def test_q4_k_m_file_is_quantized_once_per_source(tmp_path, monkeypatch):
-    """A second llama-quantize Q4_K_M write of the same model in the same directory links the
+    """A second llama-quantize Q4_K_M write of the same model in the same directory copies the
     first file instead of running the tool again; the bytes are what the tool makes of them in
     a directory of its own (it is deterministic: the premise of the reuse), and other weights
     are quantized again."""
