@@ -212,7 +212,7 @@ if counted:
         check(threads == ([4, policy.K1_CORES] if name in LLAMA else [policy.K1_CORES] * len(m["counts"])),
               f"{name}: counted at threads {threads}")
         # The long prompt (time to first token), where the run asked for it.
-        if long_p and name not in ("eager", "whole", "layers-int4") and LLAMA.get(name) != "bf16":
+        if long_p and name not in ("eager", "whole") and LLAMA.get(name) != "bf16":
             rows = [c for c in m["counts"] if c["batch"] == 1]
             check(rows and all(c.get("long_prompt") == long_p and c["est_prompt_tok_s"] > 0 for c in rows),
                   f"{name}: no {long_p}-token prompt estimate")

@@ -209,7 +209,7 @@ def plan_stages(spec: dict, count_jobs: int, count_modes: str) -> list[tuple[str
             if m not in want:
                 continue
             if m in modes.DRIVER_MODES:  # worker._write_*_count_runs: decode and the long prompt per thread count
-                depths = [""] if m in modes.PACKAGE_MODES else [r["tag"] for r in runs]
+                depths = [r["tag"] for r in runs]
                 for t in modes.count_threads(spec, m):
                     stages.append((f"count:{m}-t{t}", expected_seconds("count", m, n, ctok)))
                     stages += [(f"count:{m}-prompt-t{t}{d}", expected_seconds("count-prompt", m, n, long_p))

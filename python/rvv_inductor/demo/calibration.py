@@ -202,6 +202,16 @@ COMPUTE_PUBLISHED: tuple[ComputeNumber, ...] = (
 )
 
 
+# Published compute-bound board numbers whose code path Debian's llama.cpp lacks, so no
+# like-for-like count exists here: (program, model, format, pp, tok/s, source, why).
+COMPUTE_NOT_COUNTABLE: tuple[tuple[str, str, str, int, float, str, str], ...] = (
+    ("llama.cpp RVV sgemm (no IME)", "TinyLlama-1.1B", "F16", 512, 13.37, "llama.cpp PR #18199",
+     "Debian's RVV variant is built without Zfh/Zvfh: no vector F16 kernel (14 instructions per weight, counted)"),
+    ("llama.cpp RVV repack GEMM (no IME)", "TinyLlama-1.1B", "Q2_K", 512, 16.01, "llama.cpp PR #19121",
+     "the CPU_REPACK kernels need Zvfh, which Debian's RVV variant lacks (each tensor logs it)"),
+)
+
+
 def compute_checks(bandwidth: float = K1_DRAM_ACHIEVED_BYTES_PER_S,
                    numbers: tuple[ComputeNumber, ...] | None = None) -> list[dict]:
     """Each compute-bound published number (``COMPUTE_PUBLISHED`` unless ``numbers``)

@@ -62,7 +62,8 @@ LLAMACPP_MODES = {"llama.cpp-q8_0": "q8_0", "llama.cpp-q4_0": "q4_0", "llama.cpp
 PACKAGE_MODES = {"package": "bf16", "package-int4": "int4", "package-q4_k_m": "q4_k_m"}
 GGUF_PACKAGE_MIXES = ("q4_k_m",)
 # Modes run by an external program rather than this worker's torch: each is counted as a
-# whole (no Linear/rest split) over its decode steps, by one run at full depth.
+# whole (no Linear/rest split): its decode steps by one run at full depth, its long prompt
+# at full depth or, with --count-layers, on files of the two depths.
 DRIVER_MODES = {**LLAMACPP_MODES, **PACKAGE_MODES}
 EMPTY = "empty"  # the baseline worker: torch and transformers imported, nothing built
 LLAMACPP_REGION = region_id(DECODE_REST, 0)  # a driver's decode tokens: not separable, like "whole"

@@ -621,6 +621,10 @@ def _calibration_line(rep: dict) -> str:
                  "llama.cpp, counted: " + ", ".join(f"{r['predicted_tok_s']:.2f} at {r['threads']} threads "
                                                    f"({r['error']:+.0%})" for r in rows)
                  + " (bench/results/calibration).")
+    if c.get("compute"):
+        line += " Not countable here (Debian's llama.cpp lacks the code path): " + "; ".join(
+            f"{prog}, {model} {fmt} pp{pp} {tok:.2f} tok/s ({src}): {why}"
+            for prog, model, fmt, pp, tok, src, why in calibration.COMPUTE_NOT_COUNTABLE) + "."
     return line
 
 
@@ -720,8 +724,12 @@ def _prompt_table(rep: dict) -> list[str]:
     if not p:
         return []
     cols = _bw_columns(rep)
+    runs = rep["count_spec"].get("runs") or []
+    how = (f"counted at {runs[0]['layers']} and {runs[1]['layers']} layers and extrapolated, the drivers' too; "
+           if len(runs) == 2 else "")
     L = [f"Time to first token, one {p}-token prompt at batch 1 (ESTIMATED K1, not measured; the whole prompt in one "
-         "step, lm_head for its last token only; counted with the same plugin, every thread; thr = threads counted). "
+         f"step, lm_head for its last token only; {how}counted with the same plugin, every thread; "
+         "thr = threads counted). "
          "Prompt tok/s and TTFT (s) per bandwidth column:",
          f"  {'mode':15} {'thr':>3} {'insns/tok':>10} {'DRAM B/tok':>10} "
          + " ".join(f"{c[1] + ' tok/s':>15} {'TTFT s':>7}" for c in cols)]
@@ -732,16 +740,17 @@ def _prompt_table(rep: dict) -> list[str]:
         L.append(f"  {mode:15} {c['threads']:3d} {_fmt_n(ins):>10} {_fmt_n(dram):>10} "
                  + " ".join(f"{c['est_prompt_tok_s' + k]:15.2f} {p / c['est_prompt_tok_s' + k]:7.2f}"
                             for k, _, _ in cols))
-    missing = [mode for mode, m, c in _mode_rows(rep) if not (c and c.get("long_prompt")) and not m.get("unavailable")
-               and mode not in ("eager", "whole", "layers-int4")]
+    have = {mode for mode, _, _ in rows}
+    missing = [mode if mode not in have else f"{mode} at {c['threads']} threads" for mode, m, c in _mode_rows(rep)
+               if not (c and c.get("long_prompt")) and not m.get("unavailable") and mode not in ("eager", "whole")]
     if missing:
         L.append(f"  not counted: {', '.join(sorted(set(missing)))} (llama.cpp BF16: no RVV kernel in Debian's ggml, "
                  "~12 instructions per weight; or --count-prefill 0 / not in the counting pass)")
     L.append("  eager and whole-model: not counted (ATen's BF16 prompt, ~25 G instructions per token at 1.5B "
              "dimensions; the whole-model graph runs its prompt eagerly).")
-    if "layers-int4" in rep["modes"]:
-        L.append("  layers-int4: not counted (a new prompt length recompiles its layer regions, which the count "
-                 "would include; its prompt's Linear calls are regional-int4's).")
+    if any(mode == "layers-int4" for mode, _, _ in rows):
+        L.append("  layers-int4: counted as a whole after one uncounted run of the prompt (a new prompt length "
+                 "recompiles its layer regions once, as in a server); no Linear/rest split.")
     return L
 
 

@@ -296,14 +296,14 @@ def test_plan_stages():
                           for t in ((8,) if m.startswith("package") else (8, 4))})
     assert "count:whole" in dict(demo_pkg.plan_stages(spec_of("--full"), count_jobs=2, count_modes=""))
     assert "count:whole" in dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="eager,whole"))
-    # With --count-layers the package's runs stay at full depth; llama.cpp's long prompt is
-    # counted at the two depths (its decode at full depth).
+    # With --count-layers the drivers' long prompts (llama.cpp's, the package's) are counted
+    # at the two depths, their decode at full depth.
     lay = spec_of("--config", "small", "--count-layers", "1,2", "--modes", "regional,package,llama.cpp-q4_0")
     cnt = [n for n, _ in demo_pkg.plan_stages(lay, count_jobs=2, count_modes="") if n.startswith("count:")]
     assert cnt == ["count:eager-L1", "count:eager-L2", "count:regional-L1", "count:regional-L2",
                    "count:llama.cpp-q4_0-t8", "count:llama.cpp-q4_0-prompt-t8-L1", "count:llama.cpp-q4_0-prompt-t8-L2",
                    "count:llama.cpp-q4_0-t4", "count:llama.cpp-q4_0-prompt-t4-L1", "count:llama.cpp-q4_0-prompt-t4-L2",
-                   "count:package-t8", "count:package-prompt-t8"]
+                   "count:package-t8", "count:package-prompt-t8-L1", "count:package-prompt-t8-L2"]
     st = dict(demo_pkg.plan_stages(spec, count_jobs=2, count_modes="regional,llama.cpp-q4_0"))
     assert {n for n in st if n.startswith("count:")} == {"count:regional"} | {
         f"count:llama.cpp-q4_0{k}-t{t}" for k in ("", "-prompt") for t in (8, 4)}
@@ -520,6 +520,19 @@ def test_check_report_recomputation_agrees(tmp_path):
         for c in rows:
             for key, v in want[c["batch"]].items():
                 assert c[key] == pytest.approx(v, rel=1e-9), (nthreads, c["batch"], key)
+    # layers-int4 (no Linear/rest split): its long prompt in region 13 alone, no region 14.
+    d = tmp_path / "layers"
+    d.mkdir()
+    for n in (1, 3):
+        regs = {"1": owned(linear(n, 8)), "3": owned(linear(2 * n, 8)), "13": owned(linear(40 * n, 8), owner=2)}
+        (d / f"counts-layers-int4-L{n}.json").write_text(json.dumps({"regions": regs}))
+    lspec = dict(cspec, batches=[1])
+    rows = report.counted(d, "layers-int4", lspec)
+    want = recompute.estimates(d, "layers-int4", lspec, 28)
+    assert len(rows) == 1 and rows[0]["prompt_linear"] is None and rows[0]["long_prompt"] == 512
+    assert "est_prompt_tok_s" in want[1]
+    for key, v in want[1].items():
+        assert rows[0][key] == pytest.approx(v, rel=1e-9), key
     # llama.cpp: per thread count, a decode run (one region: the decode steps) and the long
     # prompt at two depths (--count-layers), extrapolated.
     reg = owned(_raw_region([_thread(3.0e6, 1.0e6, 2.0e6, 8e5), _thread(1.0e6, 0.5e6, 1.0e6, 1e5),
