@@ -749,8 +749,9 @@ def _prompt_table(rep: dict) -> list[str]:
     L.append("  eager and whole-model: not counted (ATen's BF16 prompt, ~25 G instructions per token at 1.5B "
              "dimensions; the whole-model graph runs its prompt eagerly).")
     if any(mode == "layers-int4" for mode, _, _ in rows):
-        L.append("  layers-int4: counted as a whole after one uncounted run of the prompt (a new prompt length "
-                 "recompiles its layer regions once, as in a server); no Linear/rest split.")
+        L.append("  layers-int4: counted as a whole, after uncounted runs of the prompt until one compiles nothing (a "
+                 "new prompt length and a new cache compile its layer regions, once each, as in a server); no "
+                 "Linear/rest split.")
     return L
 
 
