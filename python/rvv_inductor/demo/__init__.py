@@ -242,7 +242,7 @@ def _write_specs(out: Path, spec: dict, a) -> None:
     # report extrapolates to the full depth (report.counted).
     runs = spec["count_runs"]
     for run in runs:
-        shallow = dict(count_spec, config=dict(spec["config"], num_hidden_layers=run["layers"]), count_tag=run["tag"])
+        shallow = dict(models.at_depth(count_spec, run["layers"]), count_tag=run["tag"])
         (out / run["spec"]).write_text(json.dumps(shallow, indent=1))
     count_spec["runs"] = runs or [{"spec": "spec-count.json", "tag": "", "layers": spec["dims"]["num_hidden_layers"]}]
     (out / "spec-count.json").write_text(json.dumps(count_spec, indent=1))

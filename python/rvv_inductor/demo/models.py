@@ -109,6 +109,12 @@ def _check_safetensors_header(path: Path) -> None:
                              "truncated or corrupt") from None
 
 
+def at_depth(spec: dict, layers: int) -> dict:
+    """``spec`` with ``layers`` decoder layers of the same dimensions: the shallow models
+    that --count-layers counts and extrapolates from."""
+    return dict(spec, config=dict(spec["config"], num_hidden_layers=layers))
+
+
 def build(spec: dict):
     """The model in BF16, eval mode, no grad; deterministic for a given spec."""
     # lazy: torch, transformers; this module must import without them (the demo's driver, host tools)

@@ -278,7 +278,7 @@ class LayersInt4(RegionalInt4):
     decoder layer one compiled region around its packed Linear ops (layer_regions.py),
     attention through the RVV kernel. Not Linear-separable: the Linear calls run inside
     the compiled regions, where no hook can mark them. Its long prompt is counted as a
-    whole, after one uncounted run of it: a new prompt length recompiles the regions."""
+    whole, after uncounted runs until one compiles nothing (_count_long_prompt)."""
 
     name = "layers-int4"
 
@@ -589,7 +589,7 @@ def _write_llamacpp_count_runs(spec: dict, mode_name: str, fmt: str, gguf_path: 
     if long_p and depths and fmt != "bf16":
         for layers, tag in depths:
             prog.stage(f"{mode_name}: writing a {layers}-layer GGUF ({fmt}) for the long-prompt count")
-            shallow = models.build(dict(spec, config=dict(spec["config"], num_hidden_layers=layers)))
+            shallow = models.build(models.at_depth(spec, layers))
             files[tag] = out / f"model-{fmt}{tag}.gguf"
             llamacpp.write_gguf(shallow, str(files[tag]), fmt)
             del shallow
@@ -732,7 +732,7 @@ def _write_package_count_runs(spec: dict, mode_name: str, runner: str, pkg: Path
     if long_p and spec.get("count_runs"):
         prompt_pkgs = {}
         for r in spec["count_runs"]:
-            tag, shallow = r["tag"], dict(spec, config=dict(spec["config"], num_hidden_layers=r["layers"]))
+            tag, shallow = r["tag"], models.at_depth(spec, r["layers"])
             prompt_pkgs[tag] = out / f"model-{mode_name}{tag}.pt2"
             got = _export_package(shallow, mode_name, prompt_pkgs[tag], long_p + 2, prog, tag)
             if "unavailable" in got:
