@@ -779,9 +779,11 @@ def run_package(spec: dict, mode_name: str) -> dict:
         return res
     prog = Progress(f"{mode_name}: building the model", stream=sys.stdout,
                     eta=worker_eta(spec["out"], f"measure:{mode_name}"))
-    # The cache holds the longest measured workload and the counting run's prompt + steps.
+    # The cache holds the longest measured workload, the counting run's prompt + steps, and
+    # the long prompt unless --count-layers runs it on shallow packages of their own.
+    long_p = 0 if spec.get("count_runs") else (spec.get("count_prefill") or 0)
     cache = max(max(p for _, p in batch1) + spec["steps"], spec["count_prompt"] + spec["count_steps"],
-                (spec.get("count_prefill") or 0) + 1) + 1
+                long_p + 1) + 1
     pkg = out / f"model-{mode_name}.pt2"
     exported = _export_package(spec, mode_name, pkg, cache, prog)
     if "unavailable" in exported:
