@@ -717,6 +717,19 @@ def _side_by_side(rep: dict) -> list[str]:
     return L
 
 
+def _eager_short_prompt(rep: dict, p: int) -> str:
+    """Eager's short counted prompt, the baseline users have without this project: its rate
+    per prompt token and what a p-token prompt would take at that rate."""
+    c = next((c for mode, _, c in _mode_rows(rep) if mode == "eager" and c and c.get("est_prefill_tok_s")), None)
+    if not c:
+        return ""
+    col = _bw_columns(rep)[-1]
+    rate = c["est_prefill_tok_s" + col[0]]
+    return (f" Eager's {c['prompt']}-token prompt, counted: {rate:.2f} prompt tok/s ({col[1]} GB/s); at that rate a "
+            f"{p}-token prompt would take ~{p / rate:.0f} s (an extrapolation, not a count: the short prompt computes "
+            "lm_head on every token, the long one spends more on attention).")
+
+
 def _prompt_table(rep: dict) -> list[str]:
     """The long prompt (time to first token), one row per mode and thread count."""
     rows = [(mode, m, c) for mode, m, c in _mode_rows(rep) if c and c.get("long_prompt")]
@@ -747,7 +760,7 @@ def _prompt_table(rep: dict) -> list[str]:
         L.append(f"  not counted: {', '.join(sorted(set(missing)))} (llama.cpp BF16: no RVV kernel in Debian's ggml, "
                  "~12 instructions per weight; or --count-prefill 0 / not in the counting pass)")
     L.append("  eager and whole-model: not counted (ATen's BF16 prompt, ~25 G instructions per token at 1.5B "
-             "dimensions; the whole-model graph runs its prompt eagerly).")
+             "dimensions; the whole-model graph runs its prompt eagerly)." + _eager_short_prompt(rep, p))
     if any(mode == "layers-int4" for mode, _, _ in rows):
         L.append("  layers-int4: counted as a whole, after uncounted runs of the prompt until one compiles nothing (a "
                  "new prompt length and a new cache compile its layer regions, once each, as in a server); no "

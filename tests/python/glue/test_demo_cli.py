@@ -556,3 +556,18 @@ def test_check_report_recomputation_agrees(tmp_path):
         assert c["long_prompt"] == 512 and "est_prompt_tok_s" in want[c["threads"]]
         for key, v in want[c["threads"]].items():
             assert c[key] == pytest.approx(v, rel=1e-9), (c["threads"], key)
+
+
+def test_prompt_table_gives_eager_short_prompt_rate():
+    """Eager's long prompt is not counted; the prompt table gives its counted short prompt's
+    rate in the headline column and what a long prompt takes at that rate: the numbers are
+    taken here from the report's own counted row (est_prefill_tok_s), not from the line."""
+    rep = json.loads((Path(__file__).resolve().parents[3] / "bench/results/demo-default/report.json").read_text())
+    eager = [c for c in rep["modes"]["eager"]["counts"] if c["batch"] == 1][0]
+    rate, p = eager["est_prefill_tok_s"], rep["count_spec"]["count_prefill"]
+    (line,) = [x for x in report._prompt_table(rep) if "eager and whole-model" in x]
+    assert f"Eager's {eager['prompt']}-token prompt, counted: {rate:.2f} prompt tok/s" in line
+    assert f"a {p}-token prompt would take ~{p / rate:.0f} s" in line
+    del rep["modes"]["eager"]  # not counted: the line says only that
+    (line,) = [x for x in report._prompt_table(rep) if "eager and whole-model" in x]
+    assert "Eager's" not in line
