@@ -163,7 +163,8 @@ def _cache_key_pass_class():
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
     class CacheKeyPass(CustomGraphPass):
-        """Does nothing to the graph; its uuid puts rvv_inductor's settings in the key."""
+        """Does nothing to the graph; its uuid puts rvv_inductor's settings and the hashes of
+        its kernel headers and Python sources in the key."""
 
         def __call__(self, graph) -> None:
             return None
@@ -173,7 +174,7 @@ def _cache_key_pass_class():
             from .inductor import quant_lowering, routing, template
 
             return (f"rvv_inductor:{routing.get_gate()}:{quant_lowering.get_spec().key()}:"
-                    f"{paths.headers_digest()}:{template.blocking_key()}")
+                    f"{paths.headers_digest()}:{paths.sources_digest()}:{template.blocking_key()}")
 
     return CacheKeyPass
 

@@ -37,6 +37,24 @@ def headers_digest() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
+def sources_digest(root: Path | None = None) -> str:
+    """Content hash of this package's Python sources, the demo's aside. Beside the headers'
+    hash in Inductor's cache key (integration.py, CacheKeyPass): a graph compiled by an
+    older lowering is compiled again instead of served from a cache that version filled
+    (Inductor's FX graph cache keys on the graph and its own settings, not on the code of
+    user lowerings)."""
+    root = _PKG if root is None else root
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root)
+        if rel.parts[0] in ("demo", "__pycache__"):
+            continue
+        h.update(rel.as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def state_dir() -> Path:
     """Per-user directory for generated files, next to Inductor's own cache."""
     # lazy: Inductor; this module must import without torch (bench/report.py and the host tier)

@@ -86,6 +86,39 @@ def test_compiled_op_runs_the_rvv_kernel_and_matches(emulated):
         rvv_inductor.disable()
 
 
+def test_dynamic_shapes_run_the_rvv_kernel_and_match(emulated):
+    """A compile with dynamic shapes (what a decoder layer compiled by compile_layers=True
+    gets after its second prompt length) lowers to the same kernel, its sizes passed as
+    arguments instead of constants; one compiled graph then serves other prompt and cache
+    lengths, each equal to the reference. (Before, symbolic sizes fell back to the op's
+    eager kernel: FP32 torch math on one thread.)"""
+    import re
+    from unittest import mock
+
+    from torch._inductor.graph import GraphLowering
+
+    if emulated is not None and not emulated["v"]:
+        pytest.skip("the lowering needs V (no V: the eager-kernel fallback is tested below)")
+    rvv_inductor.enable()
+    try:
+        torch._dynamo.reset()
+        scale = 128 ** -0.5
+        f = torch.compile(lambda q, k, v, m: A.decode_attention(q, k, v, m, scale), dynamic=True, fullgraph=True)
+        codes = []  # every graph compiled in the loop (run_and_get_code would reset Dynamo per call)
+        with mock.patch.object(GraphLowering, "save_output_code", codes.append):
+            for i, (T, L) in enumerate([(5, 40), (9, 64), (17, 33)]):
+                q, k, v, mask, _ = problem(1, 12, 2, T, L, 128, "prefix", seed=20 + i)
+                out = f(q, k, v, mask)
+                ok, err = close(out, reference(q, k, v, mask, scale))
+                assert ok, f"T={T} L={L}: max error {err}"
+        kernels = [c for c in codes if "rvv_inductor decode attention" in c]
+        assert len(kernels) == 1, f"{len(kernels)} attention kernels generated for three shapes (want one, dynamic)"
+        assert re.search(r"a\.T = [A-Za-z_]", kernels[0]) and re.search(r"a\.L = [A-Za-z_]", kernels[0]), \
+            "the prompt and cache lengths should be the kernel's size arguments"
+    finally:
+        rvv_inductor.disable()
+
+
 def test_float32_falls_back_to_the_eager_kernel():
     from torch._inductor.utils import run_and_get_code
 

@@ -4,9 +4,15 @@ generated C++ kernel that calls ``rvv_inductor::attention_bf16`` from
 the header's. Compiled with the detected ``-march`` like every Inductor kernel, so an
 AOTInductor package holds the vector code and needs no custom op at run time.
 
+Sizes, strides and offsets may be symbolic (a compile with dynamic shapes: a decoder
+layer compiled once for every prompt length, as `compile_layers=True` gets after its second
+prompt length): they are then the kernel's size arguments, not constants. Without that a
+dynamic prompt fell back to the op's eager kernel, FP32 torch math on one thread (~10 M
+instructions per prompt token and layer at 1.5B dimensions, counted).
+
 Returns None (the op's eager kernel then runs as an extern call) when the CPU has no V,
-a dtype is not BF16 (mask: bool), a size is symbolic, or an operand's last dimension is
-not unit-stride after realization.
+a dtype is not BF16 (mask: bool), or an operand's last dimension is not unit-stride after
+realization.
 """
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ import torch._inductor.lowering  # noqa: F401  (must precede codegen.cpp_*: circ
 from torch._inductor import ir
 from torch._inductor.codegen.cpp import get_export_declaration
 from torch._inductor.codegen.cpp_template import CppTemplate
-from torch._inductor.utils import has_free_symbols, parallel_num_threads
+from torch._inductor.utils import parallel_num_threads
+from torch._inductor.virtualized import V
+from torch._inductor.codegen.cpp_utils import cexpr_index
 
 from .. import cpu
 from ..paths import headers_digest
@@ -43,15 +51,17 @@ class AttentionTemplate(CppTemplate):
         names = ["Q", "K", "V"] + (["M"] if self.has_mask else [])
         decl = kernel.def_kernel(inputs=dict(zip(names, nodes)), outputs={"Y": y})
         q, k, v = nodes[:3]
-        B, H, T, D = (int(s) for s in q.get_size())
-        Hkv, L = int(k.get_size()[1]), int(k.get_size()[2])
+        # C++ expressions: constants, or the kernel's size arguments when symbolic.
+        B, H, T, D = (kernel.size(q, i) for i in range(4))
+        Hkv, L = kernel.size(k, 1), kernel.size(k, 2)
 
         def base(node, name: str, ctype: str) -> str:
-            off = int(node.get_layout().offset)
-            return f"reinterpret_cast<const {ctype}*>({name}{f' + {off}' if off else ''})"
+            off = node.get_layout().offset
+            off = "" if V.graph.sizevars.statically_known_equals(off, 0) else f" + {cexpr_index(kernel.rename_indexing(off))}"
+            return f"reinterpret_cast<const {ctype}*>({name}{off})"
 
-        def strides(node) -> list[int]:
-            return [int(s) for s in node.get_stride()]
+        def strides(node) -> list[str]:
+            return [kernel.stride(node, i) for i in range(len(node.get_stride()))]
 
         qs, ks, vs = strides(q), strides(k), strides(v)
         lines = [
@@ -72,9 +82,9 @@ class AttentionTemplate(CppTemplate):
         ]
         if self.has_mask:
             m = nodes[3]
-            ms, msz = strides(m), [int(s) for s in m.get_size()]
             # A broadcast dimension of size 1 is read at index 0 whatever its stride.
-            ms = [0 if sz == 1 else st for st, sz in zip(ms, msz)]
+            ms = ["0" if V.graph.sizevars.statically_known_equals(sz, 1) else st
+                  for st, sz in zip(strides(m), m.get_size())]
             lines.append(f"    a.mask = {base(m, 'M', 'bool')}; a.m_sb = {ms[0]}; a.m_sh = {ms[1]}; "
                          f"a.m_st = {ms[2]}; a.m_sl = {ms[3]};")
         lines += [
@@ -106,20 +116,17 @@ def decode_attention_lowering(q, k, v, mask, scale):
 def _lower(q, k, v, mask, scale):
     if not cpu.effective().has_v:
         return None
-    tensors = [q, k, v] + ([mask] if mask is not None else [])
     if any(t.get_dtype() != torch.bfloat16 for t in (q, k, v)) or (mask is not None and mask.get_dtype() != torch.bool):
         log.info("rvv_inductor: decode_attention keeps its eager kernel (dtypes)")
-        return None
-    if any(has_free_symbols(list(t.get_size())) for t in tensors):
-        log.info("rvv_inductor: decode_attention keeps its eager kernel (symbolic sizes)")
         return None
     q, k, v = (_unit_stride(t) for t in (q, k, v))
     if mask is not None:
         mask = _unit_stride(mask)
-    if any(has_free_symbols(list(t.get_stride()) + [t.get_layout().offset])
+    if any(not V.graph.sizevars.statically_known_equals(t.get_stride()[-1], 1)
            for t in [q, k, v] + ([mask] if mask is not None else [])):
+        log.info("rvv_inductor: decode_attention keeps its eager kernel (last dimension not unit-stride)")
         return None
-    B, H, T, D = (int(s) for s in q.get_size())
+    B, H, T, D = q.get_size()
     layout = ir.FixedLayout(q.get_device(), torch.bfloat16, [B, T, H, D])
     inputs = [q, k, v] + ([mask] if mask is not None else [])
     tmpl = AttentionTemplate(inputs, layout, parallel_num_threads(), scale=float(scale), has_mask=mask is not None)
