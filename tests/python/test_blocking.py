@@ -64,6 +64,10 @@ def _compile(lin, x, cache, upstream: bool, monkeypatch):
 def test_bit_identical_and_weight_once(tmp_path, monkeypatch):
     """K = 4096 at 1 thread: upstream keeps floor(256 KiB / (6 x 8 KiB)) = 5 row blocks
     per Mc, so M = 64 (11 blocks) is split into 3; ours keeps all 11. Same output bits."""
+    # The cache-size wrapper resolves its sizes once per enable(): a module that ran before
+    # this one and left rvv_inductor enabled (test_gguf in a CI shard) had resolved the
+    # host's 1 MiB L2 without these variables. Start from a fresh install.
+    rvv_inductor.disable()
     monkeypatch.setenv("RVV_INDUCTOR_L2_BYTES", str(L2))
     monkeypatch.setenv("RVV_INDUCTOR_L1D_BYTES", str(32 * 1024))
     threads = torch.get_num_threads()
