@@ -3,8 +3,6 @@
 upstream would split into several Mc blocks, compiled both ways, bit-identical."""
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
