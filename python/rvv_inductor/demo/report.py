@@ -11,6 +11,7 @@ from pathlib import Path
 from .. import policy
 from . import calibration
 from . import estimate
+from . import models
 from .modes import (DECODE_LINEAR, DECODE_REST, DRIVER_MODES, EMPTY, LLAMACPP_MODES, LLAMACPP_REGION, MODES,
                     PACKAGE_MODES, PREFILL_LINEAR, PREFILL_REST, PROMPT_LINEAR, PROMPT_REST, region_id)
 
@@ -809,10 +810,12 @@ def _plot(out: Path, rep: dict) -> None:
     names = list(modes)
     fig, ax = plt.subplots(2, 3, figsize=(17, 8))
     ax[0][0].bar(names, [modes[m]["compile_s"] for m in names], color="tab:orange")
-    ax[0][0].set_title("compile wall time, s (emulated)")
+    ax[0][0].set_title("compile wall time, s (emulated); above a bar: artifacts", fontsize=10)
     for i, m in enumerate(names):
-        ax[0][0].annotate(f"{modes[m]['artifacts'] or 0} artifacts", (i, modes[m]["compile_s"]), ha="center",
-                          va="bottom", fontsize=8)
+        # Only modes that compiled something: a row of "0" labels at the axis would overlap.
+        if modes[m]["artifacts"] or modes[m]["compile_s"]:
+            ax[0][0].annotate(f"{modes[m]['artifacts'] or 0}", (i, modes[m]["compile_s"]), ha="center",
+                              va="bottom", fontsize=8)
     xs0 = range(len(names))
     mem = [(modes[m].get("rss_over_empty_kib") or modes[m].get("driver_rss_peak_kib") or 0) / 1024 for m in names]
     wbt = [(weight_bytes_per_token(modes[m], 1) or 0) / 2**20 for m in names]
@@ -821,9 +824,10 @@ def _plot(out: Path, rep: dict) -> None:
     ax[0][1].bar([x + 0.2 for x in xs0], wbt, 0.4, color="tab:green", label="Linear weight bytes per token")
     ax[0][1].set_xticks(list(xs0), names)
     ax[0][1].set_title("memory, MiB")
-    ax[0][1].legend(fontsize=8)
+    _headroom(ax[0][1], mem + wbt)
+    ax[0][1].legend(fontsize=8, loc="upper left")
     for a in ax[0]:
-        a.tick_params(axis="x", labelrotation=30, labelsize=7)
+        _slant(a)
     counted_modes = [m for m in names if modes[m]["counts"]]
     if counted_modes:
         b0 = {m: modes[m]["counts"][0] for m in counted_modes}
@@ -837,19 +841,38 @@ def _plot(out: Path, rep: dict) -> None:
         ax[1][0].set_yscale("log")
         ax[1][0].set_title(f"executed instructions per decode token, batch {b0[counted_modes[0]]['batch']}")
         ax[1][0].legend(fontsize=8)
-        ax[1][0].tick_params(axis="x", labelrotation=30, labelsize=7)
-        width = 0.8 / len(counted_modes)
+        _slant(ax[1][0])
         bs = sorted({c["batch"] for m in counted_modes for c in modes[m]["counts"]})
-        for j, m in enumerate(counted_modes):
-            ax[1][1].bar([bs.index(c["batch"]) + j * width for c in modes[m]["counts"]],
-                         [c["est_decode_tok_s"] for c in modes[m]["counts"]], width, label=f"{m} (ESTIMATE)")
-        ax[1][1].set_xticks([i + 0.4 - width / 2 for i in range(len(bs))], [f"batch {b}" for b in bs])
+        colors = [f"C{j % 10}" for j in range(len(counted_modes))]
+        if len(bs) == 1:
+            # One batch: the modes on the axis, as in the other panels; the legend keeps the board lines.
+            ax[1][1].bar(list(xs), [modes[m]["counts"][0]["est_decode_tok_s"] for m in counted_modes],
+                         0.8, color=colors)
+            ax[1][1].set_xticks(list(xs), counted_modes)
+            _slant(ax[1][1])
+        else:
+            width = 0.8 / len(counted_modes)
+            for j, m in enumerate(counted_modes):
+                ax[1][1].bar([bs.index(c["batch"]) + j * width for c in modes[m]["counts"]],
+                             [c["est_decode_tok_s"] for c in modes[m]["counts"]], width, color=colors[j],
+                             label=f"{m} (ESTIMATE)")
+            ax[1][1].set_xticks([i + 0.4 - width / 2 for i in range(len(bs))], [f"batch {b}" for b in bs])
         styles = ["--", ":", "-.", (0, (5, 1))]
-        for i, (n, v) in enumerate(rep["board_numbers_tok_s"]):
+        boards = rep["board_numbers_tok_s"] if _boards_model(rep) else []
+        for i, (n, v) in enumerate(boards):
             ax[1][1].axhline(v, ls=styles[i % len(styles)], lw=0.9, color="black", label=f"board: {n} ({v:.2f})")
-        ax[1][1].set_title(f"ESTIMATED K1 decode tok/s, DRAM {rep['k1_model']['dram_achieved_bytes_s'] / 1e9:.2f} "
+        if not boards:
+            ax[1][1].text(0.02, 0.97, "board numbers: Qwen2.5-1.5B only, not drawn for this model", fontsize=7,
+                          va="top", transform=ax[1][1].transAxes)
+        _headroom(ax[1][1], [c["est_decode_tok_s"] for m in counted_modes for c in modes[m]["counts"]]
+                  + [v for _, v in boards])
+        ax[1][1].set_title(f"ESTIMATED K1 decode tok/s (batch {bs[0]}), DRAM "
+                           f"{rep['k1_model']['dram_achieved_bytes_s'] / 1e9:.2f} GB/s (calibrated; a model)"
+                           if len(bs) == 1 else
+                           f"ESTIMATED K1 decode tok/s, DRAM {rep['k1_model']['dram_achieved_bytes_s'] / 1e9:.2f} "
                            "GB/s (calibrated; a model)", fontsize=10)
-        ax[1][1].legend(fontsize=6, loc="upper left")
+        if ax[1][1].get_legend_handles_labels()[0]:
+            ax[1][1].legend(fontsize=6, loc="upper left")
     else:
         for a in ax[1]:
             a.text(0.5, 0.5, "no instruction counts in this run", ha="center", transform=a.transAxes)
@@ -879,9 +902,29 @@ def _plot_prompt(ax_ttft, ax_rate, rep: dict) -> None:
     for a, title in ((ax_ttft, f"ESTIMATED K1 time to first token, {p}-token prompt, s"),
                      (ax_rate, f"ESTIMATED K1 prompt tok/s ({p} tokens)")):
         a.set_xticks(list(xs), [n for n, _ in rows])
-        a.tick_params(axis="x", labelrotation=30, labelsize=7)
+        _slant(a)
         a.set_title(title + " (a model)", fontsize=10)
-        a.legend(fontsize=7)
+        _headroom(a, [b.get_height() for b in a.patches])
+        a.legend(fontsize=7, loc="upper left")
+
+
+def _boards_model(rep: dict) -> bool:
+    """The board numbers were measured on Qwen2.5-1.5B: a line of them beside another model's bars misleads."""
+    cfg, ref = rep["spec"].get("config") or {}, models.CONFIGS["qwen2.5-1.5b"]
+    return all(cfg.get(k) == ref[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size"))
+
+
+def _slant(ax) -> None:
+    """Tick labels at 30 degrees, each ending under its bar: centred ones overlap their neighbours."""
+    for label in ax.get_xticklabels():
+        label.set(rotation=30, ha="right", rotation_mode="anchor", fontsize=7)
+
+
+def _headroom(ax, values, room: float = 1.45) -> None:
+    """Raise a linear axis' top so a legend in the upper corner sits above the tallest bar."""
+    finite = [v for v in values if v is not None and v == v and v != float("inf")]
+    if finite and max(finite) > 0:
+        ax.set_ylim(top=max(finite) * room)
 
 
 if __name__ == "__main__":

@@ -571,3 +571,20 @@ def test_prompt_table_gives_eager_short_prompt_rate():
     del rep["modes"]["eager"]  # not counted: the line says only that
     (line,) = [x for x in report._prompt_table(rep) if "eager and whole-model" in x]
     assert "Eager's" not in line
+
+
+def test_board_lines_only_beside_the_boards_model():
+    """The board numbers were measured on Qwen2.5-1.5B: the plot draws them beside the 1.5B
+    run's bars, not beside the tiny default demo's (where 1.3-3.8 tok/s lines sat at the axis
+    under 200 tok/s bars). The dimensions are compared with the published model card's, not
+    with the package's preset."""
+    root = Path(__file__).resolve().parents[3] / "bench/results"
+    qwen15 = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "vocab_size": 151936}
+    for run, want in (("demo-qwen2.5-1.5b", True), ("demo-default", False), ("demo-q4km", False)):
+        rep = json.loads((root / run / "report.json").read_text())
+        assert report._boards_model(rep) is want, run
+        assert all(rep["spec"]["config"][k] == v for k, v in qwen15.items()) is want, run
+    rep["spec"]["config"] = dict(rep["spec"]["config"], **qwen15)
+    assert report._boards_model(rep)
+    rep["spec"]["config"]["num_hidden_layers"] = 2  # a 2-layer cut of the 1.5B is not the boards' model
+    assert not report._boards_model(rep)
