@@ -826,7 +826,7 @@ def _plot(out: Path, rep: dict) -> None:
     ax[0][1].set_title("memory, MiB")
     _headroom(ax[0][1], mem + wbt)
     ax[0][1].legend(fontsize=8, loc="upper left")
-    for a in ax[0]:
+    for a in ax[0][:2]:
         _slant(a)
     counted_modes = [m for m in names if modes[m]["counts"]]
     if counted_modes:
@@ -874,8 +874,8 @@ def _plot(out: Path, rep: dict) -> None:
         if ax[1][1].get_legend_handles_labels()[0]:
             ax[1][1].legend(fontsize=6, loc="upper left")
     else:
-        for a in ax[1]:
-            a.text(0.5, 0.5, "no instruction counts in this run", ha="center", transform=a.transAxes)
+        for a in ax[1][:2]:
+            _empty(a, "no instruction counts in this run")
     _plot_prompt(ax[0][2], ax[1][2], rep)
     fig.suptitle(f"rvv_inductor demo: {rep['spec']['source']}", fontsize=10)
     fig.tight_layout()
@@ -888,7 +888,7 @@ def _plot_prompt(ax_ttft, ax_rate, rep: dict) -> None:
     rows = [(f"{mode} {c['threads']}t", c) for mode, _, c in _mode_rows(rep) if c and c.get("long_prompt")]
     if not rows:
         for a in (ax_ttft, ax_rate):
-            a.text(0.5, 0.5, "no long prompt counted in this run", ha="center", transform=a.transAxes)
+            _empty(a, "no long prompt counted in this run")
         return
     cols = _bw_columns(rep)
     xs = range(len(rows))
@@ -912,6 +912,13 @@ def _boards_model(rep: dict) -> bool:
     """The board numbers were measured on Qwen2.5-1.5B: a line of them beside another model's bars misleads."""
     cfg, ref = rep["spec"].get("config") or {}, models.CONFIGS["qwen2.5-1.5b"]
     return all(cfg.get(k) == ref[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size"))
+
+
+def _empty(ax, why: str) -> None:
+    """A panel without data says why, with no axes to read numbers from."""
+    ax.text(0.5, 0.5, why, ha="center", transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 def _slant(ax) -> None:
