@@ -866,11 +866,9 @@ def _plot(out: Path, rep: dict) -> None:
                           va="top", transform=ax[1][1].transAxes)
         _headroom(ax[1][1], [c["est_decode_tok_s"] for m in counted_modes for c in modes[m]["counts"]]
                   + [v for _, v in boards])
-        ax[1][1].set_title(f"ESTIMATED K1 decode tok/s (batch {bs[0]}), DRAM "
-                           f"{rep['k1_model']['dram_achieved_bytes_s'] / 1e9:.2f} GB/s (calibrated; a model)"
-                           if len(bs) == 1 else
-                           f"ESTIMATED K1 decode tok/s, DRAM {rep['k1_model']['dram_achieved_bytes_s'] / 1e9:.2f} "
-                           "GB/s (calibrated; a model)", fontsize=10)
+        batch = f" (batch {bs[0]})" if len(bs) == 1 else ""
+        gbs = rep["k1_model"]["dram_achieved_bytes_s"] / 1e9
+        ax[1][1].set_title(f"ESTIMATED K1 decode tok/s{batch}, DRAM {gbs:.2f} GB/s (calibrated; a model)", fontsize=10)
         if ax[1][1].get_legend_handles_labels()[0]:
             ax[1][1].legend(fontsize=6, loc="upper left")
     else:
@@ -929,7 +927,7 @@ def _slant(ax) -> None:
 
 def _headroom(ax, values, room: float = 1.45) -> None:
     """Raise a linear axis' top so a legend in the upper corner sits above the tallest bar."""
-    finite = [v for v in values if v is not None and v == v and v != float("inf")]
+    finite = [v for v in values if v is not None and math.isfinite(v)]
     if finite and max(finite) > 0:
         ax.set_ylim(top=max(finite) * room)
 
