@@ -861,16 +861,18 @@ def _plot(out: Path, rep: dict) -> None:
         boards = rep["board_numbers_tok_s"] if _boards_model(rep) else []
         for i, (n, v) in enumerate(boards):
             ax[1][1].axhline(v, ls=styles[i % len(styles)], lw=0.9, color="black", label=f"board: {n} ({v:.2f})")
-        if not boards:
-            ax[1][1].text(0.02, 0.97, "board numbers: Qwen2.5-1.5B only, not drawn for this model", fontsize=7,
-                          va="top", transform=ax[1][1].transAxes)
+        if not boards:  # an entry without a mark, so it stacks with the modes' legend instead of covering it
+            ax[1][1].plot([], [], " ", label="board numbers: Qwen2.5-1.5B only, not drawn for this model")
+        # Room above the bars for the legend's rows (the modes', at several batches, and the boards').
+        entries = len(ax[1][1].get_legend_handles_labels()[1])
+        ncol = 2 if entries > 6 else 1
+        rows = -(-entries // ncol)
         _headroom(ax[1][1], [c["est_decode_tok_s"] for m in counted_modes for c in modes[m]["counts"]]
-                  + [v for _, v in boards])
+                  + [v for _, v in boards], room=max(1.45, min(3.0, 1 / (0.95 - 0.055 * rows))))
         batch = f" (batch {bs[0]})" if len(bs) == 1 else ""
         gbs = rep["k1_model"]["dram_achieved_bytes_s"] / 1e9
         ax[1][1].set_title(f"ESTIMATED K1 decode tok/s{batch}, DRAM {gbs:.2f} GB/s (calibrated; a model)", fontsize=10)
-        if ax[1][1].get_legend_handles_labels()[0]:
-            ax[1][1].legend(fontsize=6, loc="upper left")
+        ax[1][1].legend(fontsize=6, loc="upper left", ncol=ncol)
     else:
         for a in ax[1][:2]:
             _empty(a, "no instruction counts in this run")
