@@ -52,11 +52,21 @@ class QuantError(_native.NativeCallError):
 
 @functools.lru_cache(maxsize=None)
 def layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool, n: int, k: int, nb: int) -> PackedLayout:
-    """The descriptor of W[n, k] in that format (cached: callers must not modify it)."""
+    """The descriptor of W[n, k] in format code ``fmt`` (cached: callers must not modify
+    it): INT8/INT4 from the other arguments, a GGUF block format from its record, which
+    fixes the rest (they are then ignored). The same rule as the C++ operators'
+    ``cached_layout`` (csrc/torch_ops/linear_ops.cpp), so the ctypes kernels run every
+    format of the kernel table that the C++ ones run."""
     try:
+        if _is_block_code(fmt):
+            return _native.block_layout(fmt, n, k, nb)
         return _native.quant_layout(fmt, group_size, scale_dtype, zero_points, n, k, nb)
     except _native.NativeCallError as e:
         raise QuantError(str(e)) from None
+
+
+def _is_block_code(fmt: int) -> bool:
+    return any(v["code"] == fmt for v in block_formats().values())
 
 
 @functools.lru_cache(maxsize=None)

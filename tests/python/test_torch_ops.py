@@ -32,7 +32,23 @@ def weights():
     for name, fmt, group in (("int8", RVV_DTYPE_INT8, 0), ("int4", RVV_DTYPE_INT4, 64)):
         lay = quantized.layout(fmt, group, RVV_DTYPE_F16, False, N, K, nb())
         out[name] = (quantized.quantize_pack(w, lay), lay)
+    # Every GGUF block format of the kernel table, from synthetic file records: bytes below
+    # 0x3C, so every FP16 field read from them is finite (exponent <= 14) and every packed
+    # integer field varies.
+    for name, info in quantized.block_formats().items():
+        lay = quantized.layout(info["code"], 0, 0, False, N, K, nb())
+        row_bytes = K // info["super_rows"] * info["record_bytes"]
+        blocks = torch.randint(0, 0x3C, (N, row_bytes), generator=g, dtype=torch.uint8)
+        out[name] = (quantized.pack_gguf_blocks(blocks, lay), lay)
     return out, bias
+
+
+BLOCK_FORMATS = ["q4_1", "q4_k", "q5_k", "q6_k"]
+
+
+def test_block_format_list_is_the_tables():
+    """BLOCK_FORMATS (the parametrization below) names every block format the library has."""
+    assert sorted(quantized.block_formats()) == sorted(BLOCK_FORMATS)
 
 
 def call_op(fmt, wp, lay, x, bias, options=0):
@@ -56,7 +72,7 @@ def test_cpp_kernels_are_the_ones_registered():
 
 
 @pytest.mark.matrix
-@pytest.mark.parametrize("fmt", ["bf16", "int8", "int4"])
+@pytest.mark.parametrize("fmt", ["bf16", "int8", "int4", *BLOCK_FORMATS])
 def test_same_bits_as_the_ctypes_kernels(weights, fmt):
     table, bias = weights
     wp, lay = table[fmt]
@@ -120,21 +136,31 @@ def test_inside_a_compiled_graph(weights):
 
 
 def test_ctypes_fallback_when_switched_off(weights, tmp_path):
-    """RVV_INDUCTOR_TORCH_OPS=0: the Python kernels are registered instead, same results."""
+    """RVV_INDUCTOR_TORCH_OPS=0: the Python kernels are registered instead, same results,
+    for INT4 and for a GGUF block format (Q4_K: the ctypes kernels once refused it inside
+    the first forward), one row and a batch with INT8 activations."""
     table, bias = weights
-    wq, lay = table["int4"]
-    x = torch.randn(1, 1, K).to(torch.bfloat16)
-    torch.save({"x": x, "wq": wq, "bias": bias, "want": ops.linear_packed_q(
-        x, wq, bias, N, lay.dtype, lay.group_size, lay.scale_dtype, lay.zero_points, lay.nb, 0)}, tmp_path / "in.pt")
+    x1 = torch.randn(1, 1, K).to(torch.bfloat16)
+    x5 = torch.randn(5, K).to(torch.bfloat16)
+    cases = []
+    for fmt in ("int4", "q4_k"):
+        wq, lay = table[fmt]
+        q = (lay.dtype, lay.group_size, lay.scale_dtype, lay.zero_points, lay.nb)
+        for x, options in ((x1, 0), (x5, 2)):
+            cases.append({"fmt": fmt, "x": x, "wq": wq, "q": (*q, options),
+                          "want": ops.linear_packed_q(x, wq, bias, N, *q, options)})
+    torch.save({"bias": bias, "cases": cases}, tmp_path / "in.pt")
     code = (
         "import sys, torch; from rvv_inductor import ops\n"
-        f"d = torch.load(sys.argv[1]); q = ({lay.dtype}, {lay.group_size}, {lay.scale_dtype}, "
-        f"{lay.zero_points}, {lay.nb}, 0)\n"
-        f"y = ops.linear_packed_q(d['x'], d['wq'], d['bias'], {N}, *q)\n"
-        "print(ops.kernels()); print(torch.equal(y, d['want']))\n")
+        "d = torch.load(sys.argv[1])\n"
+        "print(ops.kernels())\n"
+        "for c in d['cases']:\n"
+        f"    y = ops.linear_packed_q(c['x'], c['wq'], d['bias'], {N}, *c['q'])\n"
+        "    print(c['fmt'], torch.equal(y, c['want']))\n")
     env = dict(os.environ, RVV_INDUCTOR_TORCH_OPS="0")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in.pt")], capture_output=True, text=True,
                        env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    kernels, same = r.stdout.split("\n")[:2]
-    assert kernels == "ctypes (RVV_INDUCTOR_TORCH_OPS=0)" and same == "True"
+    lines = r.stdout.split("\n")
+    assert lines[0] == "ctypes (RVV_INDUCTOR_TORCH_OPS=0)", r.stdout
+    assert lines[1:5] == ["int4 True", "int4 True", "q4_k True", "q4_k True"], r.stdout
