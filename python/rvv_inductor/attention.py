@@ -170,7 +170,10 @@ def paged_attention_forward(module, query, key, value, attention_mask, scaling=N
     if isinstance(cu_seq_lens_k, dict):
         cu_seq_lens_k = cu_seq_lens_k["sliding_attention" if window else "full_attention"]
     if cache is not None:
-        key, value = cache.update(key_states=key, value_states=value, layer_idx=module.layer_idx,
+        # A compiled layer's cache is its own view (layer_regions._PagedLayerKV), which needs
+        # no index: not reading module.layer_idx keeps one graph for every layer.
+        layer_idx = None if getattr(cache, "per_layer", False) else module.layer_idx
+        key, value = cache.update(key_states=key, value_states=value, layer_idx=layer_idx,
                                   read_index=kwargs["read_index"], write_index=kwargs["write_index"])
     else:  # [1, Hkv, Lk, D] -> [Lk, Hkv, D]
         key, value = key[0].transpose(0, 1), value[0].transpose(0, 1)
