@@ -298,6 +298,8 @@ class Run:
         argv = ["python3", "-m", "rvv_inductor", "serve", str(model), "--host", "127.0.0.1",
                 "--port", str(self.port), "--threads", str(self.threads), "--log-level", "error",
                 "--ready-file", str(w / f"ready-{self.kind}.json"), "--tokenizer", str(w / "tokenizer")]
+        if self.kind == "rvv-seq":
+            argv += ["--no-continuous-batching"]
         if self.kind == "rvv-cb":
             # Fixed paged-cache sizes: transformers otherwise derives them from the free memory
             # of the moment (on a shared machine that gave batches of 0 tokens); 8 requests of

@@ -25,19 +25,9 @@ def _info(argv: list[str]) -> int:
         march = None
     print(json.dumps({"detected": d.__dict__, "march": march,
                       "effective": e.__dict__ if e else None, "override_error": err,
-                      "operator_kernels": _operator_kernels()}, indent=2))
+                      "operator_kernels": _native.operator_kernels()}, indent=2))
     return 1 if err else 0
 
-
-def _operator_kernels() -> str | None:
-    """Which kernels the rvv_inductor:: operators will register, without importing torch:
-    the C++ library beside the core, or why the ctypes ones (ops.kernels() says it at run time)."""
-    try:
-        _native.lib()
-    except _native.NativeLibraryError:
-        return None
-    path, why = _native.ops_library()
-    return f"c++ ({path})" if path else f"ctypes ({why})"
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

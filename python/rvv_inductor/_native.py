@@ -139,6 +139,18 @@ def ops_library() -> tuple[Path | None, str]:
     return path, ""
 
 
+def operator_kernels() -> str | None:
+    """Which kernels the rvv_inductor:: operators register in this environment, torch-free:
+    "c++ (PATH)" (librvv_inductor_ops.so beside the core) or "ctypes (why)"; None without
+    the core library. ``ops.kernels()`` says what a running process loaded."""
+    try:
+        lib()
+    except NativeLibraryError:
+        return None
+    path, why = ops_library()
+    return f"c++ ({path})" if path else f"ctypes ({why})"
+
+
 def check_mirrors(h: ctypes.CDLL, mirrors: dict[int, type], path: Path | str = "the library") -> None:
     """Raise NativeLibraryError unless each ctypes mirror has its C struct's size."""
     for code, mirror in mirrors.items():

@@ -40,7 +40,7 @@ from . import cpu, gguf_checks, quantized
 from ._native import RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8
 from .gguf_checks import ARCHITECTURES, GGUFError  # defined there: gguf_checks imports nothing of ours
 from .policy import DEFAULT_ACTIVATIONS, check_activations
-from .regional import RVVQuantLinear, RVVTiedEmbedding
+from .regional import RVVQuantLinear, RVVTiedEmbedding, compile_linears
 
 SUPPORTED_TYPES = gguf_checks.SUPPORTED_TYPES  # the file types load_gguf reads (checked in gguf_checks)
 
@@ -178,7 +178,7 @@ def _replace_module(model, name: str, layer) -> None:
     setattr(model.get_submodule(parent) if parent else model, child, layer)
 
 
-def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS):
+def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS, compile_layers: bool = False):
     """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode.
 
     ``activations``: how its quantized layers treat X at M >= 2 (prompt, batched decode),
@@ -186,12 +186,18 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
     "bf16" (the FP path) or "auto" (default: int8 for Q4_0, Q4_1 and the K-quants, bf16
     for Q8_0).
 
+    ``compile_layers=True``: the file's BF16/F16 Linears are packed too and every decoder
+    layer runs as one compiled region, all layers through one shared graph
+    (``compile_linears(model, compile_layers=True)``; nothing is compiled on a CPU without V).
+
     Memory: the model is built on the meta device and filled tensor by tensor, each read
     from the file into a buffer of its own size; Q8_0/Q4_0 Linear weights go from the
     file's blocks to the packed layout directly, BF16 tensors are used as stored. The peak
     is the loaded model plus the largest tensor's transients (for a Q4_0 weight: its bytes,
     its int8 values and its packed copy)."""
     check_activations(activations, "load_gguf")
+    if not isinstance(compile_layers, bool):
+        raise ValueError(f"load_gguf: compile_layers must be True or False, got {compile_layers!r}")
     gguf = _gguf()
     path = os.fspath(path)
     reader = gguf_checks.open_checked(path)  # layout, tensor types and metadata, before anything is built
@@ -298,4 +304,6 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
     missing = [_gguf_name(n) for n, p in model.named_parameters() if p.is_meta]
     if missing:
         raise GGUFError(f"{path}: tensors missing from the file: {', '.join(missing)}")
+    if compile_layers:
+        compile_linears(model, activations=activations, compile_layers=True)
     return model

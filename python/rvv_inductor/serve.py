@@ -53,8 +53,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-bf16", action="append", default=[], metavar="PATTERN",
                    help="layers kept in BF16 (fnmatch on the layer name, e.g. lm_head); repeatable")
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory (default: the model's own)")
-    p.add_argument("--continuous-batching", action="store_true",
-                   help="transformers' continuous batching with paged attention")
+    p.add_argument("--continuous-batching", action=argparse.BooleanOptionalAction, default=True,
+                   help="transformers' continuous batching with paged attention: concurrent requests share each "
+                        "step (the default); --no-continuous-batching serves one request at a time")
+    p.add_argument("--compile-layers", action=argparse.BooleanOptionalAction, default=None,
+                   help="run each decoder layer as one compiled region around its RVV Linear kernels, one graph "
+                        "shared by all layers (default: on where the CPU has V; compiled by a warm-up before the "
+                        "server says it is ready, loaded from Inductor's persistent cache after the first start)")
     p.add_argument("--attention", choices=("rvv", "sdpa"), default="rvv",
                    help="paged attention of continuous batching: rvv (our kernel, each request against its own "
                         "keys; the default) or sdpa (transformers' paged SDPA with a [tokens, keys] mask)")
@@ -120,7 +125,7 @@ def check_port(host: str, port: int) -> None:
         s.close()
 
 
-def model_manager_class(opts: argparse.Namespace, summary: dict):
+def model_manager_class(opts: argparse.Namespace, summary: dict, stages: "Stages"):
     """transformers' ModelManager, loading through compile_linears / load_gguf."""
     # lazy: transformers; --help and the input checks run without it
     from transformers.cli.serving.model_manager import ModelManager
@@ -156,14 +161,16 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
 
             path = self._path(model_id_and_revision)
             t0 = time.perf_counter()
+            layers = compile_layers_wanted(opts)
             if _is_gguf(path):
-                model, report = load_gguf_packed(path, opts.activations)
+                model, report = load_gguf_packed(path, opts.activations, compile_layers=layers)
             else:
                 model = _load_checkpoint(path, self.attn_implementation)
                 report = regional.compile_linears(model, weights=opts.weights or "bf16",
                                                   group_size=opts.group_size, keep_bf16=tuple(opts.keep_bf16),
-                                                  activations=opts.activations)
+                                                  activations=opts.activations, compile_layers=layers)
             model.eval()
+            summary["compiled_layers"] = len(report.compiled_layers)
             self.served = serve_requests.Served.of(self.force_model, opts.model, model.config)
             if opts.continuous_batching and opts.attention == "rvv":
                 # Continuous batching keeps a "paged|" implementation as it finds it.
@@ -177,11 +184,15 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
                            activations="int8" if report.int8_activation_layers else "bf16",
                            packed_bytes=report.packed_bytes, bf16_bytes=report.param_bytes,
                            load_s=time.perf_counter() - t0)
-            print(f"rvv_inductor serve: {path.name}: {len(report.taken)} Linear layers on RVV "
-                  f"({', '.join(summary['formats'])}; activations at M >= 2: {summary['activations']}), "
-                  f"{len(report.fell_back)} kept on ATen; packed "
-                  f"{report.packed_bytes / 2**20:.1f} MiB (BF16 would be {report.param_bytes / 2**20:.1f} MiB); "
-                  f"loaded in {summary['load_s']:.1f} s; attention {summary['attention']}", flush=True)
+            compiled = (f"{summary['compiled_layers']} decoder layers compiled as regions (one shared graph)"
+                        if summary["compiled_layers"] else
+                        "decoder layers eager" + ("" if layers else " (--no-compile-layers)"))
+            stages.done("loaded and packed",
+                        f"{path.name}: {len(report.taken)} Linear layers on RVV "
+                        f"({', '.join(summary['formats'])}; activations at M >= 2: {summary['activations']}), "
+                        f"{len(report.fell_back)} kept on ATen; packed "
+                        f"{report.packed_bytes / 2**20:.1f} MiB (BF16 would be {report.param_bytes / 2**20:.1f} MiB); "
+                        f"{compiled}; attention {summary['attention']}")
             for name, why in report.fell_back:
                 print(f"  ATen: {name}: {why}", flush=True)
             return model
@@ -189,18 +200,20 @@ def model_manager_class(opts: argparse.Namespace, summary: dict):
     return RVVModelManager
 
 
-def load_gguf_packed(path, activations: str = "auto"):
+def load_gguf_packed(path, activations: str = "auto", compile_layers: bool = False):
     """``load_gguf`` (the file's Q8_0/Q4_0 Linears packed as they are), then
     ``compile_linears`` for the Linears the file holds in BF16/F16 -- among them a tied
     lm_head, which reads the embedding table: without this it would run on ATen, and the
-    vocabulary matrix would be held twice. Returns (model, LinearReport of every layer)."""
+    vocabulary matrix would be held twice. ``compile_layers``: the decoder layers then run
+    as compiled regions (``compile_linears(compile_layers=True)``). Returns (model,
+    LinearReport of every layer)."""
     # lazy: torch; --help and the input checks run without it
     from . import regional
     from .gguf_load import load_gguf
 
     model = load_gguf(path, activations=activations)
     quant = [(name, m) for name, m in model.named_modules() if isinstance(m, regional.RVVLinear)]
-    report = regional.compile_linears(model, activations=activations)
+    report = regional.compile_linears(model, activations=activations, compile_layers=compile_layers)
     for name, m in quant:
         if getattr(m, "activations_used", "bf16") == "int8":
             report.int8_activation_layers.append(name)
@@ -210,6 +223,81 @@ def load_gguf_packed(path, activations: str = "auto"):
         report.packed_bytes += m.packed_bytes
         report.param_bytes += bf16
     return model, report
+
+
+def compile_layers_wanted(opts: argparse.Namespace) -> bool:
+    """--compile-layers / --no-compile-layers, else on where the CPU has V (the compiled
+    regions run our kernels; without V they would only add compile time)."""
+    if opts.compile_layers is not None:
+        return opts.compile_layers
+    from . import cpu  # lazy: the effective CPU (RVV_INDUCTOR_CPU validated)
+
+    return cpu.effective().has_v
+
+
+class Stages:
+    """Prints each start-up stage as it ends, with the time since start and its own time;
+    ``seconds`` keeps them for the ready file."""
+
+    def __init__(self) -> None:
+        self.t0 = self.last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def done(self, name: str, detail: str = "") -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self.last, 2)
+        print(f"rvv_inductor serve: [{now - self.t0:7.1f} s] {name} ({now - self.last:.1f} s)"
+              + (f": {detail}" if detail else ""), flush=True)
+        self.last = now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+# The warm-up's requests: (prompt words, new tokens) per round, the requests of a round sent
+# at once. It gives the compiled layers every kind of step a server meets -- a prompt alone,
+# prompts of other lengths, several prompts in one batch, a batch mixing a prompt with
+# decoding requests, decode steps of 1 to 3 requests -- so that their sizes become dynamic
+# here and later traffic compiles nothing new (tests/python/test_serve.py counts that).
+WARM_UP = (((3, 2),), ((6, 3),), ((4, 4), (9, 2)), ((5, 5), (2, 3), (7, 4)))
+
+
+def warm_up(running: "Server") -> dict:
+    """Sends the warm-up requests to the running server; returns what compiled meanwhile
+    (graphs, and Inductor cache hits/misses: a warm restart has no misses)."""
+    # lazy: only when layers are compiled, after the server started
+    import concurrent.futures as cf
+    import urllib.request
+
+    import torch  # lazy: torch; loaded by now
+
+    counters = torch._dynamo.utils.counters
+
+    def snapshot():
+        # Graphs Dynamo made; Inductor graphs found in its persistent FX graph cache (also
+        # when AOTAutograd's cache serves them); Inductor graphs compiled. A Dynamo graph may
+        # hold several Inductor graphs.
+        return (counters["stats"]["unique_graphs"], counters["inductor"]["fxgraph_cache_hit"],
+                counters["inductor"]["fxgraph_cache_miss"])
+
+    before = snapshot()
+
+    def one(words_tokens):
+        words, tokens = words_tokens
+        body = json.dumps({"model": running.model_id, "prompt": " ".join(["warm"] * words),
+                           "max_tokens": tokens, "temperature": 0}).encode()
+        req = urllib.request.Request(f"{running.url}/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=3600) as r:
+            if r.status != 200:
+                raise ServeError(f"warm-up request failed: HTTP {r.status}")
+
+    for round_ in WARM_UP:
+        with cf.ThreadPoolExecutor(len(round_)) as ex:
+            list(ex.map(one, round_))
+    after = snapshot()
+    return {"graphs": after[0] - before[0], "inductor_cache_hits": after[1] - before[1],
+            "inductor_cache_misses": after[2] - before[2]}
 
 
 def _load_checkpoint(path: Path, attn_implementation: str | None):
@@ -283,6 +371,7 @@ def start(opts: argparse.Namespace) -> Server:
     """Load the model through our path and start transformers' server in a thread; return
     once it accepts connections. Raises ServeError (or ValueError from the loaders) on
     bad input."""
+    stages = Stages()
     model = check_model(opts.model, opts.weights)
     check_port(opts.host, opts.port)
     if opts.threads:
@@ -299,8 +388,9 @@ def start(opts: argparse.Namespace) -> Server:
         raise ServeError(f"transformers' server is not available here ({e}); on Debian install "
                          "python3-fastapi python3-uvicorn python3-openai") from None
 
+    stages.done("imported torch and transformers' server")
     summary: dict = {}
-    ours = [(tmm, "ModelManager", model_manager_class(opts, summary)),
+    ours = [(tmm, "ModelManager", model_manager_class(opts, summary, stages)),
             (utils, "GenerationState", serve_requests.checked_generation_state(utils.GenerationState)),
             (completion, "CompletionHandler", serve_requests.checked_handler(completion.CompletionHandler,
                                                                              "completions")),
@@ -316,9 +406,17 @@ def start(opts: argparse.Namespace) -> Server:
     running = Server(srv, summary, f"http://{opts.host}:{opts.port}/v1")
     try:
         _wait_until_listening(srv.server, srv._thread, timeout=120)
+        stages.done("HTTP server started")
+        if summary.get("compiled_layers"):
+            w = warm_up(running)
+            summary["warm_up"] = w
+            stages.done("compiled the decoder layers' graphs (warm-up)",
+                        f"{w['graphs']} graphs; Inductor's cache: {w['inductor_cache_hits']} hits, "
+                        f"{w['inductor_cache_misses']} compiled")
     except BaseException:
         running.stop()
         raise
+    summary["startup_s"] = dict(stages.seconds, total=round(stages.total(), 2))
     return running
 
 
@@ -329,8 +427,9 @@ def serve(opts: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     running = start(opts)
     try:
-        print(f"rvv_inductor serve: listening on {running.url} (continuous batching "
-              f"{'on' if opts.continuous_batching else 'off'}); Ctrl-C stops", flush=True)
+        print(f"rvv_inductor serve: ready after {running.summary['startup_s']['total']:.1f} s, listening on "
+              f"{running.url} (continuous batching {'on' if opts.continuous_batching else 'off'}); Ctrl-C stops",
+              flush=True)
         if opts.ready_file:
             Path(opts.ready_file).write_text(json.dumps(dict(running.summary, port=opts.port, pid=os.getpid(),
                                                              model=running.model_id)) + "\n")

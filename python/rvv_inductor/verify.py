@@ -32,6 +32,9 @@ from .inductor import kernel_marker
 
 KERNEL_NAME = re.compile(r'extern "C"\s+(?:__attribute__\(\(.*?\)\)\s+)?void\s+(\w+)\s*\(')
 EXTERN_CALL = re.compile(r"extern_kernels\.(mm|addmm|bmm|baddbmm)\(")
+# Our operators called from generated wrappers (linear_packed_q, varlen_attention, ...):
+# they run the operator kernels ``_native.operator_kernels()`` names.
+OP_CALL = re.compile(r"torch\.ops\.rvv_inductor\.(\w+)\b")
 # Families worth showing; "vector_total" counts every V-extension mnemonic.
 FAMILIES = ("vsetvli", "vsetivli", "vle16", "vle32", "vse16", "vse32", "vzext", "vsll",
             "vfmacc", "vfwmacc", "vfwmaccbf16", "vfwcvtbf16", "vfncvtbf16", "vfredusum",
@@ -122,11 +125,17 @@ def scan(cache_dir: Path) -> dict:
                             "quantized": kernel_marker.parse_quant(variant),
                             "built": cpp.with_suffix(".so").is_file()})
     extern_calls: collections.Counter = collections.Counter()
+    op_calls: collections.Counter = collections.Counter()
     for py in _sources(cache_dir, "*.py"):
-        for op in EXTERN_CALL.findall(py.read_text(errors="replace")):
+        text = py.read_text(errors="replace")
+        for op in EXTERN_CALL.findall(text):
             extern_calls[op] += 1
+        for op in OP_CALL.findall(text):
+            op_calls[op] += 1
     return {"cache_dir": str(cache_dir), "kernels": kernels, "shared_objects": [dataclasses.asdict(s) for s in sos],
-            "extern_calls": dict(extern_calls), "routing": _routing(cache_dir), "disassembler": dis[0] if dis else None}
+            "extern_calls": dict(extern_calls), "operator_calls": dict(op_calls),
+            "operator_kernels": _native.operator_kernels(),
+            "routing": _routing(cache_dir), "disassembler": dis[0] if dis else None}
 
 
 def evaluate(report: dict, expect: list[tuple[int, int, int]]) -> list[str]:
@@ -172,7 +181,11 @@ def _table(report: dict, problems: list[str]) -> str:
         lines.append(f"  {e['op']:6s} M={e['M']!s:>5} N={e['N']!s:>7} K={e['K']!s:>6} {e['dtype']:15s} "
                      f"-> {e['route'].upper():5s} ({e['reason']}){' [' + e['kind'] + ']' if e['kind'] else ''}")
     ext = ", ".join(f"{k} x{v}" for k, v in sorted(report["extern_calls"].items())) or "none"
-    lines += ["", f"ATen extern calls in generated wrappers: {ext}", "", "Generated kernels:"]
+    ops = ", ".join(f"{k} x{v}" for k, v in sorted(report.get("operator_calls", {}).items())) or "none"
+    lines += ["", f"ATen extern calls in generated wrappers: {ext}",
+              f"rvv_inductor operator calls in generated wrappers: {ops}",
+              f"  their kernels in this environment: {report.get('operator_kernels') or 'the C++ core is not built'}",
+              "", "Generated kernels:"]
     for k in report["kernels"]:
         tag = f"RVV {k['rvv_micro_gemm']}" if k["rvv_micro_gemm"] else "pointwise/other"
         if k.get("quantized"):

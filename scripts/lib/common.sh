@@ -23,6 +23,25 @@ rvv_configure_bench_tree() {
     -DRVV_BENCH_TORCH_SYSROOT="$(rvv_rootfs_dir)"
 }
 
+# Builds the package's riscv64 libraries in build/rv64: the C++ core and the operators'
+# C++ kernels (librvv_inductor_ops.so, against the root filesystem's LibTorch), so that
+# what scripts/demo, scripts/rv64 and scripts/test run is the C++ operator path, not the
+# ctypes fallback. Extra arguments are ninja targets (default: the two libraries). ninja
+# is quiet and quick when nothing changed. Output goes to stdout; callers redirect it.
+rvv_build_rv64() {
+  local targets=("$@")
+  [ ${#targets[@]} -gt 0 ] || targets=(rvv_inductor_core rvv_inductor_ops)
+  local tree=$RVV_REPO/build/rv64 sysroot
+  sysroot=$(rvv_rootfs_dir)
+  # Configured once for this root filesystem; after that ninja re-runs cmake itself when a
+  # CMakeLists.txt changes.
+  if ! [ -f "$tree/build.ninja" ] || ! grep -qx "RVV_TORCH_SYSROOT:PATH=$sysroot" "$tree/CMakeCache.txt" 2>/dev/null; then
+    cmake -S "$RVV_REPO" -B "$tree" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$RVV_REPO/cmake/riscv64-clang.cmake" \
+      -DCMAKE_BUILD_TYPE=Release -DRVV_TORCH_SYSROOT="$sysroot" || return 1
+  fi
+  ninja -C "$tree" "${targets[@]}"
+}
+
 # rvv_counted OUT_JSON PLUGIN_EXTRA CMD...: runs CMD in the riscv64 world at VLEN 256 under
 # QEMU 10 with the rvvcount plugin (DLEN 128, each vector instruction's vtype read as it
 # runs), its report in OUT_JSON; PLUGIN_EXTRA is appended to the plugin's arguments

@@ -43,6 +43,19 @@ if not subset:  # --quick runs at least these (INT8 runs INT4's code in another 
     check(TORCH_MODES - OPTIONAL <= set(modes), f"modes {sorted(modes)}")
     check(set(LLAMA) & set(modes), f"no llama.cpp mode in {sorted(modes)}")
     check(set(PACKAGE) & set(modes), f"no package mode in {sorted(modes)}")
+# The newcomer's demo runs the C++ operator path (scripts/demo builds librvv_inductor_ops.so),
+# not the ctypes fallback, in every mode that calls the operators, and the report says so.
+# A report written before the demo recorded them (the committed ones of 2026-12-07 and
+# earlier) has no "operator_kernels": said, not checked; every new report has it.
+if "operator_kernels" not in rep:
+    print(f"note: {d} predates the operator-kernel record; which kernels it ran is not checked")
+else:
+    kernels = rep["operator_kernels"]
+    check(kernels, "the report does not say which operator kernels ran")
+    for name, kind in kernels.items():
+        check(kind == "c++", f"{name} ran the operators' {kind} kernels, not the C++ ones")
+    check("operator kernels: C++" in (d / "report.txt").read_text(),
+          "report.txt does not name the C++ operator kernels")
 for name in [x for x in ("regional", "whole") if x in modes or not subset]:
     m = modes.get(name, {})
     for a in m.get("agreement", []):

@@ -307,7 +307,10 @@ def write(out: Path) -> int:
            "empty_rss_peak_kib": json.loads(empty.read_text())["rss_peak_kib"] if empty.is_file() else None,
            "modes": {}, "board_numbers_tok_s": estimate.BOARD_NUMBERS,
            "k1_model": _k1_model(),
-           "calibration": _calibration()}
+           "calibration": _calibration(),
+           # which kernels the rvv_inductor:: operators ran in the modes that use them:
+           # "c++" (librvv_inductor_ops.so) or "ctypes (why)"
+           "operator_kernels": {m: r["operator_kernels"] for m, r in results.items() if "operator_kernels" in r}}
     ok = True
     for mode, r in results.items():
         rep["modes"][mode] = _mode_entry(out, mode, r, eager, spec, cspec, rep["empty_rss_peak_kib"])
@@ -475,7 +478,23 @@ def _header(rep: dict) -> list[str]:
     return [f"rvv_inductor demo report -- Qwen2 architecture, {s['source']}",
             f"dims {s['dims']}",
             f"batches {s['batches']}, prompts {s['prompts']}, {s['steps']} decode steps; Inductor cache "
-            f"{'warm (--keep-cache)' if s.get('warm_cache') else 'cold'}"]
+            f"{'warm (--keep-cache)' if s.get('warm_cache') else 'cold'}",
+            _operator_kernels_line(rep)]
+
+
+def _operator_kernels_line(rep: dict) -> str:
+    """Which CPU kernels the rvv_inductor:: operators ran: the C++ library, or the ctypes
+    fallback (a slower path, and a different one from the C++ operator path's counts)."""
+    kinds = rep.get("operator_kernels")
+    if not kinds:
+        return "operator kernels: not recorded (a run before they were)"
+    by_kind: dict[str, list[str]] = {}
+    for mode, kind in kinds.items():
+        by_kind.setdefault(kind, []).append(mode)
+    if len(by_kind) == 1:
+        kind = next(iter(by_kind))
+        return f"operator kernels: {'C++ (librvv_inductor_ops.so)' if kind == 'c++' else kind}, every mode"
+    return "operator kernels: " + "; ".join(f"{k}: {', '.join(sorted(ms))}" for k, ms in sorted(by_kind.items()))
 
 
 def _compile_and_memory(rep: dict) -> list[str]:

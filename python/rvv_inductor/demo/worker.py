@@ -849,6 +849,9 @@ def main(argv: list[str]) -> int:
             res = run_package(spec, mode)
         else:
             res = run(spec, mode)
+            from .. import ops  # lazy: torch; the llama.cpp workers never load it (the report names the kernels)
+
+            res["operator_kernels"] = ops.kernels()
     except models.DemoInputError as e:
         print(f"rvv_inductor demo: {e}", file=sys.stderr)
         return models.EXIT_BAD_INPUT
