@@ -265,3 +265,27 @@ def test_q4_k_m_package_keeps_the_file_formats(q4_k_m, tmp_path, watchdog):
             parent, _, child = name.rpartition(".")
             setattr(ref.get_submodule(parent) if parent else ref, child, FP32Linear(layer.dequantized(), layer.bias))
     assert_matches_reference(ref, tokens, got, "Q4_K_M package")
+
+
+def test_q4_k_m_with_compiled_layers(q4_k_m, inductor_cache):
+    """load_gguf(path, compile_layers=True), what ``serve FILE.gguf`` runs by default: every
+    decoder layer compiled, each Linear still in its file format (Q4_K and Q6_K layers mix
+    in one model), logits as the same file's eager layers give them."""
+    from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
+
+    from rvv_inductor import layer_regions
+
+    torch._dynamo.reset()
+    eager = load_gguf(q4_k_m)
+    model = load_gguf(q4_k_m, compile_layers=True)
+    assert all(layer_regions.is_compiled(layer) for layer in model.model.layers)
+    formats = {m.format for m in model.modules() if isinstance(m, regional.RVVQuantLinear)}
+    assert {"q4_k", "q6_k"} <= formats, formats
+    with pytest.raises(ValueError, match="compile_layers"):
+        load_gguf(q4_k_m, compile_layers="yes")
+    torch.manual_seed(5)
+    tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS))
+    want, got = teacher_forced_logits(eager, tokens), teacher_forced_logits(model, tokens)
+    # As test_layer_regions: fused FP32 RMSNorm/RoPE/SiLU against eager's BF16 rounding.
+    tol = 8 * bf16_ulp(want.abs().max().item())
+    assert (got - want).abs().max().item() <= tol
