@@ -228,11 +228,32 @@ def load_gguf_packed(path, activations: str = "auto", compile_layers: bool = Fal
 def compile_layers_wanted(opts: argparse.Namespace) -> bool:
     """--compile-layers / --no-compile-layers, else on where the CPU has V (the compiled
     regions run our kernels; without V they would only add compile time)."""
-    if opts.compile_layers is not None:
-        return opts.compile_layers
     from . import cpu  # lazy: the effective CPU (RVV_INDUCTOR_CPU validated)
 
-    return cpu.effective().has_v
+    if opts.compile_layers is False or (opts.compile_layers is None and not cpu.effective().has_v):
+        return False
+    problem = cxx_problem()
+    if problem is None:
+        return True
+    if opts.compile_layers:
+        raise ServeError(f"--compile-layers needs a C++ compiler for Inductor: {problem}")
+    print(f"rvv_inductor serve: decoder layers not compiled: no C++ compiler for Inductor ({problem}); "
+          "install g++ for the fast path", flush=True)
+    return False
+
+
+def cxx_problem() -> str | None:
+    """Why Inductor has no C++ compiler here (it would fail at the first compiled layer),
+    or None."""
+    # lazy: torch's C++ builder, only when layers may be compiled
+    from torch._inductor import cpp_builder
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        cpp_builder.get_cpp_compiler()
+    except InvalidCxxCompiler as e:
+        return str(e)
+    return None
 
 
 class Stages:
@@ -267,6 +288,7 @@ def warm_up(running: "Server") -> dict:
     (graphs, and Inductor cache hits/misses: a warm restart has no misses)."""
     # lazy: only when layers are compiled, after the server started
     import concurrent.futures as cf
+    import urllib.error
     import urllib.request
 
     import torch  # lazy: torch; loaded by now
@@ -288,9 +310,12 @@ def warm_up(running: "Server") -> dict:
                            "max_tokens": tokens, "temperature": 0}).encode()
         req = urllib.request.Request(f"{running.url}/completions", data=body,
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=3600) as r:
-            if r.status != 200:
-                raise ServeError(f"warm-up request failed: HTTP {r.status}")
+        try:
+            with urllib.request.urlopen(req, timeout=3600) as r:
+                r.read()
+        except (urllib.error.URLError, OSError) as e:  # HTTPError (a 500: the compile failed), a timeout
+            raise ServeError(f"the compiled layers' warm-up failed ({e}); the lines above say why; "
+                             "--no-compile-layers serves without compiled layers") from None
 
     for round_ in WARM_UP:
         with cf.ThreadPoolExecutor(len(round_)) as ex:

@@ -348,6 +348,18 @@ def test_default_path_under_load(default_server):
     assert running.alive()
 
 
+def test_compiled_layers_without_a_compiler(monkeypatch, capsys):
+    """No C++ compiler for Inductor: by default the layers stay eager, said in one line; with
+    --compile-layers the start is refused in one line (never a failure in a forward)."""
+    assert serve.compile_layers_wanted(serve.parser().parse_args(["m"])) is True  # this machine has g++
+    assert serve.compile_layers_wanted(serve.parser().parse_args(["m", "--no-compile-layers"])) is False
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, "/nonexistent/g++"))
+    assert serve.compile_layers_wanted(serve.parser().parse_args(["m"])) is False
+    assert "decoder layers not compiled: no C++ compiler" in capsys.readouterr().out
+    with pytest.raises(serve.ServeError, match=r"--compile-layers needs a C\+\+ compiler"):
+        serve.compile_layers_wanted(serve.parser().parse_args(["m", "--compile-layers"]))
+
+
 def test_cli_default_path_restarts_warm_and_stops_on_sigterm(ckpt, default_server, tmp_path):
     """The command with the default path, in a new process on the Inductor cache the
     in-process server filled: its warm-up traces the graphs again and compiles none; it

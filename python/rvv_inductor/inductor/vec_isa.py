@@ -26,6 +26,7 @@ import logging
 import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import cpu_vec_isa
+from torch._inductor.exc import InvalidCxxCompiler
 
 from .. import cpu
 from .. import paths
@@ -99,7 +100,11 @@ def _probe_ok(arch_flags: str, vec_isa_ok: bool | None) -> bool:
         return False
     isa = VecRVV()
     isa._arch_flags = arch_flags
-    ok = isa.check_build(_PROBE % {"bits": GENERIC_VEC_BITS})
+    try:
+        ok = isa.check_build(_PROBE % {"bits": GENERIC_VEC_BITS})
+    except InvalidCxxCompiler as e:  # no C++ compiler: Inductor cannot build anything, RVV or not
+        log.warning("rvv_inductor: no C++ compiler for Inductor (%s); the RVV ISA is not offered", e)
+        return False
     if not ok:
         log.warning("rvv_inductor: the RVV build probe failed (%s); Inductor stays scalar", arch_flags)
     return ok
