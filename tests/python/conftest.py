@@ -26,6 +26,11 @@ _watchdog_out = None  # stderr as it was before pytest captured it (as pytest's 
 # run keeps them. In the installed run RVV_INSTALLED_PACKAGE names the package directory
 # that must be the one imported (a checkout on sys.path would make the run meaningless).
 DEFER_INSTALLED = os.environ.get("RVV_DEFER_INSTALLED") == "1"
+# Tests marked "slow" are expensive emulated checks whose paths other tests mostly cover
+# (docs/testing-and-ci.md lists them and what each adds). scripts/test's bounded torch tier,
+# which CI runs, sets RVV_SKIP_SLOW=1 and so deselects them; `scripts/test --full` and a
+# plain pytest run keep them.
+SKIP_SLOW = os.environ.get("RVV_SKIP_SLOW") == "1"
 INSTALLED_PACKAGE = os.environ.get("RVV_INSTALLED_PACKAGE")
 
 
@@ -33,6 +38,7 @@ def pytest_configure(config):
     global _watchdog_out
     config.addinivalue_line("markers", "matrix: also run at VLEN 128, with V off and with BF16 hardware")
     config.addinivalue_line("markers", "installed: also run against the installed wheel (test_packaging.py)")
+    config.addinivalue_line("markers", "slow: left out of the bounded tier CI runs (scripts/test --full runs it)")
     _watchdog_out = os.fdopen(os.dup(sys.stderr.fileno()), "w")
     if INSTALLED_PACKAGE:
         import rvv_inductor
@@ -43,12 +49,16 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if not DEFER_INSTALLED:
-        return
-    deferred = [i for i in items if i.get_closest_marker("installed")]
-    if deferred:
-        items[:] = [i for i in items if not i.get_closest_marker("installed")]
-        config.hook.pytest_deselected(items=deferred)
+    def leave_out(marker):
+        out = [i for i in items if i.get_closest_marker(marker)]
+        if out:
+            items[:] = [i for i in items if not i.get_closest_marker(marker)]
+            config.hook.pytest_deselected(items=out)
+
+    if DEFER_INSTALLED:
+        leave_out("installed")
+    if SKIP_SLOW:
+        leave_out("slow")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -189,6 +189,7 @@ def test_block_format_layer_refuses_requantization(q4_k_m):
         layer.quantized_tensors()
 
 
+@pytest.mark.slow
 @needs_runner
 def test_q4_k_m_package_keeps_the_file_formats(q4_k_m, tmp_path, watchdog):
     """``export FILE.gguf`` (its default ``--weights file``): every Linear of the Q4_K_M
@@ -267,6 +268,7 @@ def test_q4_k_m_package_keeps_the_file_formats(q4_k_m, tmp_path, watchdog):
     assert_matches_reference(ref, tokens, got, "Q4_K_M package")
 
 
+@pytest.mark.slow
 def test_q4_k_m_with_compiled_layers(q4_k_m, inductor_cache):
     """load_gguf(path, compile_layers=True), what ``serve FILE.gguf`` runs by default: every
     decoder layer compiled, each Linear still in its file format (Q4_K and Q6_K layers mix

@@ -181,6 +181,9 @@ print("ok", os.path.dirname(rvv_inductor.__file__))
 """
 
 
+# Slow: the installed suite's load_gguf and export compile through Inductor with the
+# installed headers too; this adds a BF16 compile_linears against FP64.
+@pytest.mark.slow
 def test_compile_linears_from_the_installed_package(venv, tmp_path):
     _, pkg = venv
     r = _run(venv, COMPILE_LINEARS, str(REPO / "tests" / "python"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))

@@ -360,6 +360,7 @@ def test_compiled_layers_without_a_compiler(monkeypatch, capsys):
         serve.compile_layers_wanted(serve.parser().parse_args(["m", "--compile-layers"]))
 
 
+@pytest.mark.slow
 def test_cli_default_path_restarts_warm_and_stops_on_sigterm(ckpt, default_server, tmp_path):
     """The command with the default path, in a new process on the Inductor cache the
     in-process server filled: its warm-up traces the graphs again and compiles none; it
