@@ -1,4 +1,5 @@
-// Packed layout of the GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K; weight_formats.inl):
+// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
+// weight_formats.inl):
 // the file's blocks rearranged for the kernels, value for value and at the file's bytes
 // per weight (no re-quantization, no wider scales).
 //
@@ -10,16 +11,20 @@
 // vector load along N gets one byte (or one scale) of every channel:
 //
 //   Q4_1 (32 rows)   d f16 | m f16 | qs 16
+//   Q5_0 (32 rows)   d f16 | qh 4 | qs 16
+//   Q5_1 (32 rows)   d f16 | m f16 | qh 4 | qs 16
 //   Q4_K (256 rows)  d f16 | dmin f16 | scales 12 (the file's 6-bit packing) | qs 128
 //   Q5_K (256 rows)  d f16 | dmin f16 | scales 12 | qh 32 | qs 128
 //   Q6_K (256 rows)  d f16 | scales 16 (int8) | qh 64 | qs 128
 //
 //   qs  the low 4 bits: byte p holds row 2p in its low nibble and row 2p+1 in its high one
-//   qh  Q5_K: bit 4 of rows 8t..8t+7 in byte t (bit i: row 8t+i)
+//   qh  Q5_0, Q5_1, Q5_K: bit 4 of rows 8t..8t+7 in byte t (bit i: row 8t+i)
 //       Q6_K: bits 4-5 of rows 4t..4t+3 in byte t (bits 2i, 2i+1: row 4t+i)
 //
 // Values (as gguf.dequantize computes them, every product exact in fp32):
 //   Q4_1  w = d * q + m
+//   Q5_0  w = d * (q - 16)                    q 5-bit
+//   Q5_1  w = d * q + m                       q 5-bit
 //   Q4_K  w = (d * sc_j) * q - dmin * m_j     j = row / 32, sc_j and m_j 6-bit
 //   Q5_K  the same with a 5-bit q
 //   Q6_K  w = (d * sc_j) * (q - 32)           j = row / 16, sc_j int8, q 6-bit
@@ -46,6 +51,8 @@ struct BlockRecordFields {
 inline constexpr BlockRecordFields block_record_fields(DType f) {
   switch (f) {
     case DType::kQ4_1: return {0, 2, -1, -1, 4};
+    case DType::kQ5_0: return {0, -1, -1, 2, 6};
+    case DType::kQ5_1: return {0, 2, -1, 4, 8};
     case DType::kQ4_K: return {0, 2, 4, -1, 16};
     case DType::kQ5_K: return {0, 2, 4, 16, 48};
     case DType::kQ6_K: return {0, -1, 2, 18, 82};
@@ -103,6 +110,12 @@ namespace block_quant_detail {
 inline int32_t file_q(DType f, const uint8_t* blk, int e) {
   switch (f) {
     case DType::kQ4_1: return (blk[4 + e % 16] >> (4 * (e / 16))) & 0xF;
+    case DType::kQ5_0:  // d | qh (u32, bit e: element e) | qs (elements e and e + 16 in byte e)
+    case DType::kQ5_1: {  // d | m | qh | qs
+      const int h = f == DType::kQ5_0 ? 2 : 4;
+      const int lo = (blk[h + 4 + e % 16] >> (4 * (e / 16))) & 0xF;
+      return lo | (((blk[h + e / 8] >> (e % 8)) & 1) << 4);
+    }
     case DType::kQ4_K: return (blk[16 + 32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0xF;
     case DType::kQ5_K: {
       const int lo = (blk[48 + 32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0xF;
@@ -151,7 +164,9 @@ inline Status pack_gguf_blocks(DType f, const uint8_t* blocks, int64_t ldb, int6
       uint8_t* rec = out + (n / nb) * blk_bytes + r * rec_bytes;
       using namespace block_quant_detail;
       switch (f) {
-        case DType::kQ4_1: put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2); break;
+        case DType::kQ4_1:
+        case DType::kQ5_1: put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2); break;
+        case DType::kQ5_0: put16(rec, fl.d, nb, c, src); break;
         case DType::kQ4_K:
         case DType::kQ5_K:
           put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2);
@@ -166,7 +181,7 @@ inline Status pack_gguf_blocks(DType f, const uint8_t* blocks, int64_t ldb, int6
       for (int e = 0; e < S; ++e) {
         const int q = file_q(f, src, e);
         rec[(fl.qs + e / 2) * nb + c] |= uint8_t((q & 0xF) << (4 * (e % 2)));
-        if (f == DType::kQ5_K) rec[(fl.qh + e / 8) * nb + c] |= uint8_t(((q >> 4) & 1) << (e % 8));
+        if (t->bits == 5) rec[(fl.qh + e / 8) * nb + c] |= uint8_t(((q >> 4) & 1) << (e % 8));
         if (f == DType::kQ6_K) rec[(fl.qh + e / 4) * nb + c] |= uint8_t(((q >> 4) & 3) << (2 * (e % 4)));
       }
     }
@@ -212,7 +227,9 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
   const BlockRecordFields fl = block_record_fields(f);
   const float d = f16_to_f32(get16(rec, fl.d, nb, c));
   switch (f) {
-    case DType::kQ4_1: return {d, f16_to_f32(get16(rec, fl.dmin, nb, c))};
+    case DType::kQ4_1:
+    case DType::kQ5_1: return {d, f16_to_f32(get16(rec, fl.dmin, nb, c))};
+    case DType::kQ5_0: return {d, -16.0f * d};
     case DType::kQ4_K:
     case DType::kQ5_K: {
       uint8_t s[12];
@@ -233,21 +250,25 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
 inline int32_t block_q(DType f, const uint8_t* rec, int64_t nb, int64_t c, int row) {
   const BlockRecordFields fl = block_record_fields(f);
   int32_t q = (rec[(fl.qs + row / 2) * nb + c] >> (4 * (row % 2))) & 0xF;
-  if (f == DType::kQ5_K) q |= ((rec[(fl.qh + row / 8) * nb + c] >> (row % 8)) & 1) << 4;
+  if (weight_format(f)->bits == 5) q |= ((rec[(fl.qh + row / 8) * nb + c] >> (row % 8)) & 1) << 4;
   if (f == DType::kQ6_K) q |= ((rec[(fl.qh + row / 4) * nb + c] >> (2 * (row % 4))) & 3) << 4;
   return q;
 }
 
-// The weight a packed block layout describes at (n, k), as gguf.dequantize gives it. Q6_K
-// computes s * (q - 32) (the file's formula), the others s * q + offset; the products are
-// exact, so the one rounding is the file's.
+// w from a sub-block's parameters and the stored q, as gguf.dequantize computes it: the
+// formats with an implicit zero (Q5_0, Q6_K) as s * (q - z), the others as s * q + offset.
+// The products are exact, so the one rounding is the file's (none for s * (q - z)).
+inline float block_weight(DType f, const BlockParams& p, int32_t q) {
+  const WeightFormatTraits* t = weight_format(f);
+  if (t->offset == RVV_OFFSET_ZERO) return p.scale * float(q - t->implicit_zero);
+  return p.scale * float(q) + p.offset;
+}
+
+// The weight a packed block layout describes at (n, k), as gguf.dequantize gives it.
 inline float block_dequantized_weight(const uint8_t* packed, const PackedLayout& l, int64_t n, int64_t k) {
   const DType f = DType(l.dtype);
   const BlockElementRef e = block_element_ref(packed, l, n, k);
-  const BlockParams p = block_params(f, e.rec, l.nb, e.c, e.row);
-  const int32_t q = block_q(f, e.rec, l.nb, e.c, e.row);
-  if (f == DType::kQ6_K) return p.scale * float(q - 32);
-  return p.scale * float(q) + p.offset;
+  return block_weight(f, block_params(f, e.rec, l.nb, e.c, e.row), block_q(f, e.rec, l.nb, e.c, e.row));
 }
 
 RVV_INDUCTOR_END_NAMESPACE

@@ -31,7 +31,7 @@
 // is that of a sum of (number of blocks [+ groups]) terms. Tests check both: the kernel
 // against FP64 on the quantized activations (tight) and on the bf16 ones (the bound).
 //
-// GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K; block_quant.h): a sub-block of 32 rows (Q6_K:
+// GGUF block formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; block_quant.h): a sub-block of 32 rows (Q6_K:
 // 16) has w = s * q + o with q in [0, 2c) stored unsigned, c = 2^(bits - 1). As integers
 // q' = q - c in [-c, c), so w = s * q' + o' with o' = fma(s, c, o) (Q6_K: o = -32 s, so o'
 // is 0 and its term is left out). Per output, for each sub-block in K order (activation
@@ -79,7 +79,9 @@ struct X8BlockScale {
 // Block formats: the centre c of q and the rows of x_q * q' an int16 holds (above).
 constexpr int32_t x8_center(DType f) { return int32_t(1) << (weight_format(f)->bits - 1); }
 constexpr int x8_int16_rows(DType f) { return int(256 / x8_center(f)); }
-constexpr bool x8_has_offset(DType f) { return f != DType::kQ6_K; }
+constexpr bool x8_has_offset(DType f) {
+  return !(weight_format(f)->offset == RVV_OFFSET_ZERO && weight_format(f)->implicit_zero == x8_center(f));
+}
 
 inline X8BlockScale x8_block_scale(float amax) {
   if (!(amax >= kX8TinyAmax)) return {0.0f, 0.0f};

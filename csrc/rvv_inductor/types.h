@@ -32,6 +32,8 @@ enum class DType : int32_t {
   kQ4_K = RVV_DTYPE_Q4_K,
   kQ5_K = RVV_DTYPE_Q5_K,
   kQ6_K = RVV_DTYPE_Q6_K,
+  kQ5_0 = RVV_DTYPE_Q5_0,
+  kQ5_1 = RVV_DTYPE_Q5_1,
 };
 
 enum class KernelPath : int {

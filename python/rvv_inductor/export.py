@@ -88,7 +88,7 @@ def _torch():
 def load_model(src: str, keep_file_formats: bool = False):
     """A BF16 causal LM from a save_pretrained directory or a GGUF file.
 
-    A GGUF file's quantized Linears (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) become BF16
+    A GGUF file's quantized Linears (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) become BF16
     Linears holding their exact dequantized weights: what the export traces, and what
     ATen runs for a layer the gate leaves out. With ``keep_file_formats`` the result is
     ``(model, file_weights)``, ``file_weights`` mapping each such weight's storage
@@ -609,7 +609,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("source", help="a save_pretrained model directory or a .gguf file")
     p.add_argument("--weights", choices=WEIGHT_FORMATS + (FILE_WEIGHTS,), default=None,
                    help="bf16, int8 or int4 (quantized at export); file: a .gguf's own formats, each layer packed "
-                        "from its blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; no re-quantization). Default: file "
+                        "from its blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; no re-quantization). Default: file "
                         "for a .gguf, bf16 for a model directory")
     p.add_argument("--group-size", type=int, default=None, help="K rows per scale (INT8: 0 = per channel; INT4: 32/64/128)")
     p.add_argument("-o", "--output", required=True, help="the package to write (*.pt2)")

@@ -6,7 +6,8 @@ The file is read with ``gguf`` (Debian's python3-gguf). Per tensor type:
 * Q8_0 (blocks of 32: FP16 d, 32 int8): an ``RVVQuantLinear`` INT8, group 32, FP16 scales;
 * Q4_0 (blocks of 32: FP16 d, 16 bytes; byte j holds element j in its low nibble and
   element j + 16 in its high one; w = (q - 8)·d): INT4 symmetric, group 32, FP16 scales;
-* Q4_1, Q4_K, Q5_K, Q6_K (GGUF block formats; a Q4_K_M or Q5_K_M file mixes them): an
+* Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (GGUF block formats; a Q4_K_M or Q5_K_M file mixes
+  them, and holds Q5_0 / Q5_1 where K is not a multiple of 256): an
   ``RVVQuantLinear`` of that format holding the file's blocks, rearranged for the kernels
   value for value at the file's bytes per weight (csrc/rvv_inductor/block_quant.h);
 * BF16, F16, F32: loaded into the model in BF16 (F16 and F32 are rounded to BF16); Linear
@@ -25,6 +26,7 @@ Llama's q/k rows, which llama.cpp's converter permutes for its RoPE, are permute
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -36,7 +38,7 @@ try:
 except ImportError as e:  # optional (python3-gguf): _gguf() says so when a file is loaded
     gguf, _GGUF_MISSING = None, e
 
-from . import cpu, gguf_checks, quantized
+from . import _native, cpu, gguf_checks, quantized
 from ._native import RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8
 from .gguf_checks import ARCHITECTURES, GGUFError  # defined there: gguf_checks imports nothing of ours
 from .policy import DEFAULT_ACTIVATIONS, check_activations
@@ -44,8 +46,15 @@ from .regional import RVVQuantLinear, RVVTiedEmbedding, compile_linears
 
 SUPPORTED_TYPES = gguf_checks.SUPPORTED_TYPES  # the file types load_gguf reads (checked in gguf_checks)
 
-# The GGUF block formats packed from the file's blocks as they are (weight_formats.inl).
-_BLOCK_TYPES = {"Q4_1": "q4_1", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}
+
+
+@functools.cache
+def _block_types() -> dict[str, str]:
+    """GGUF type name -> weight format, for the block formats packed from the file's blocks
+    as they are: every format of the library's table with a fixed record
+    (weight_formats.inl, read through the C ABI), so a format added there loads here."""
+    return {f["gguf_type"]: name for name, f in _native.weight_formats().items() if f["record_bytes"] > 0}
+
 _LINEAR = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
            "ffn_down": "mlp.down_proj"}
@@ -235,7 +244,7 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
         model = cls(config).to(torch.bfloat16)
     model.eval()
     emb_type = tensors["model.embed_tokens.weight"].tensor_type
-    tied_packed = config.tie_word_embeddings and (emb_type.name in _BLOCK_TYPES or emb_type in (q.Q8_0, q.Q4_0))
+    tied_packed = config.tie_word_embeddings and (emb_type.name in _block_types() or emb_type in (q.Q8_0, q.Q4_0))
     if tied_packed:  # token_embd is the output matrix too: packed once, as lm_head
         tensors["lm_head.weight"] = tensors.pop("model.embed_tokens.weight")
 
@@ -251,12 +260,12 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
             permute = arch == "llama" and heads
             raw = _read(f, t, path)
             is_linear_weight = hf.endswith(".weight") and hf.rsplit(".", 2)[-2] in linear_names
-            if t.tensor_type.name in _BLOCK_TYPES and is_linear_weight:
-                # Q4_1 / Q4_K / Q5_K / Q6_K: the file's blocks packed as they are, one row of
-                # blocks per output channel (Llama's q/k rows permuted back as whole rows).
+            if t.tensor_type.name in _block_types() and is_linear_weight:
+                # Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: the file's blocks packed as they are, one
+                # row of blocks per output channel (Llama's q/k rows permuted back as whole rows).
                 lin = _linear_for(model, hf, t, path)
                 n, k = lin.out_features, lin.in_features
-                fmt = _BLOCK_TYPES[t.tensor_type.name]
+                fmt = _block_types()[t.tensor_type.name]
                 blocks = raw.reshape(n, -1)
                 if permute:
                     blocks = _unpermute(blocks, heads)

@@ -139,8 +139,8 @@ GROUP_SIZES = {"int8": (0, 32, 64, 128, 256), "int4": (32, 64, 128)}
 #         multiplied in integers (csrc/rvv_inductor/quant_x8.h): the prompt and batched
 #         decode at the int8 datapath. Decode (M == 1) is DRAM-bound and keeps the FP path.
 # "bf16": the FP path everywhere: each product exact in fp32.
-# "auto" (the default): "int8" for INT4 weights and the GGUF block formats (Q4_1, Q4_K, Q5_K,
-#         Q6_K), "bf16" for INT8 weights. Measured (docs/kernels-and-formats.md, "INT8
+# "auto" (the default): "int8" for INT4 weights and the GGUF block formats (Q4_1, Q5_0, Q5_1,
+#         Q4_K, Q5_K, Q6_K), "bf16" for INT8 weights. Measured (docs/kernels-and-formats.md, "INT8
 #         activations"): with INT4 weights INT8 activations add ~7 % of the weights' own
 #         logit error for ~2x on the prompt's GEMMs; with INT8 weights about two thirds of
 #         it for ~1.1x (int8 x int8 runs at the FP32 rate). The block formats are what

@@ -18,7 +18,7 @@ from . import packed as packed_mod  # linear_operands; the module name `packed` 
 from ._native import RVV_DTYPE_BF16, RVV_DTYPE_F16, RVV_DTYPE_INT4, RVV_DTYPE_INT8, PackedLayout
 
 # The formats a BF16 weight can be quantized to (the reference quantizer). The GGUF block
-# formats (q4_1, q4_k, q5_k, q6_k) come only from files, packed from their blocks.
+# formats (q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) come only from files, packed from their blocks.
 FORMAT_CODES = {"int8": RVV_DTYPE_INT8, "int4": RVV_DTYPE_INT4}
 FORMAT_NAMES = {v: k for k, v in FORMAT_CODES.items()}
 

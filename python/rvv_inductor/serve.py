@@ -88,8 +88,8 @@ def check_model(path: str, weights: str | None) -> Path:
             if f.read(4) != b"GGUF":
                 raise ServeError(f"{path}: not a GGUF file (bad magic)")
         if weights not in (None, "bf16") and weights is not None:
-            raise ServeError(f"--weights {weights}: a GGUF file keeps its own formats (Q8_0, Q4_0, Q4_1, the "
-                             "K-quants, BF16); drop --weights, or quantize a checkpoint directory instead")
+            raise ServeError(f"--weights {weights}: a GGUF file keeps its own formats (Q8_0, Q4_0, Q4_1, Q5_0, "
+                             "Q5_1, the K-quants, BF16); drop --weights, or quantize a checkpoint directory instead")
         # The whole file checked before the tokenizer reads its metadata (a damaged count
         # would hang transformers there, as in load_gguf): gguf_checks, torch-free.
         try:

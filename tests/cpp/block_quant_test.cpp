@@ -1,4 +1,5 @@
-// The GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K; block_quant.h, weight_formats.inl):
+// The GGUF block formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; block_quant.h,
+// weight_formats.inl):
 // packing from random file blocks against an independent decoder of the file format
 // (written from gguf-py's dequantize, not from block_quant.h), bit for bit; every kernel
 // of the table for these formats (each ISA variant the CPU has, plus the scalar code)
@@ -30,7 +31,7 @@ using namespace testutil;
 using quantcase::Variant;
 using quantcase::variants_for;
 
-const DType kFormats[] = {DType::kQ4_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+const DType kFormats[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 float half(const uint8_t* p) {
   uint16_t h;
@@ -46,6 +47,20 @@ void file_dequant(DType f, const uint8_t* b, float* out) {
     for (int i = 0; i < 16; ++i) {
       out[i] = d * float(b[4 + i] & 0xF) + m;
       out[i + 16] = d * float(b[4 + i] >> 4) + m;
+    }
+    return;
+  }
+  if (f == DType::kQ5_0 || f == DType::kQ5_1) {
+    // gguf-py: qh a little-endian uint32 whose bit j is bit 4 of element j; qs byte i holds
+    // elements i (low nibble) and i + 16 (high); Q5_0 d * (q - 16) as int8, Q5_1 d * q + m.
+    const bool q51 = f == DType::kQ5_1;
+    const float d = half(b), m = q51 ? half(b + 2) : 0.0f;
+    const uint8_t* h = b + (q51 ? 4 : 2);
+    const uint32_t qh = uint32_t(h[0]) | uint32_t(h[1]) << 8 | uint32_t(h[2]) << 16 | uint32_t(h[3]) << 24;
+    const uint8_t* qs = h + 4;
+    for (int j = 0; j < 32; ++j) {
+      const int q = ((qs[j % 16] >> (4 * (j / 16))) & 0xF) | int((qh >> j) & 1) << 4;
+      out[j] = q51 ? d * float(q) + m : d * float(int8_t(q) - int8_t(16));
     }
     return;
   }
@@ -95,6 +110,8 @@ std::vector<uint8_t> random_blocks(std::mt19937& rng, DType f, int64_t N, int64_
     uint8_t* blk = b.data() + off;
     if (f == DType::kQ6_K) {
       put_half(blk + 208);
+    } else if (f == DType::kQ5_0) {
+      put_half(blk);
     } else {
       put_half(blk);
       put_half(blk + 2);

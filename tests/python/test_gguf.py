@@ -44,21 +44,24 @@ TYPES = {"attn_q": Q.Q8_0, "attn_k": Q.Q8_0, "attn_v": Q.Q4_0, "attn_output": Q.
          "ffn_gate": Q.Q4_0, "ffn_up": Q.Q4_0, "ffn_down": Q.BF16}
 
 
-def write_gguf(path, arch="qwen2", override=None, seed=0, bias=None, drop=(), raw=None):
+def write_gguf(path, arch="qwen2", override=None, seed=0, bias=None, drop=(), raw=None, dims=None):
     """A random GGUF in file layout (for Llama, q/k rows as llama.cpp's converter leaves
     them). override: tensor name -> type; drop: tensor names to leave out; raw: tensor name
-    -> (type, uint8 byte array) written as given."""
+    -> (type, uint8 byte array) written as given; dims: other values of H, FF, LAYERS,
+    HEADS, KV (by those names)."""
+    d = {"H": H, "FF": FF, "LAYERS": LAYERS, "HEADS": HEADS, "KV": KV, **(dims or {})}
+    H_, FF_, LAYERS_, HEADS_, KV_ = d["H"], d["FF"], d["LAYERS"], d["HEADS"], d["KV"]
     rng = np.random.default_rng(seed)
     bias = arch != "llama" if bias is None else bias
     w = gguf.GGUFWriter(str(path), arch)
     w.add_vocab_size(VOCAB)
     w.add_tokenizer_model("none")
     w.add_context_length(256)
-    w.add_embedding_length(H)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV)
+    w.add_embedding_length(H_)
+    w.add_block_count(LAYERS_)
+    w.add_feed_forward_length(FF_)
+    w.add_head_count(HEADS_)
+    w.add_head_count_kv(KV_)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
 
@@ -74,18 +77,18 @@ def write_gguf(path, arch="qwen2", override=None, seed=0, bias=None, drop=(), ra
         else:
             w.add_tensor(name, gguf.quantize(data, qtype), raw_dtype=qtype)
 
-    add("token_embd.weight", (VOCAB, H), Q.F32, 1.0)
-    for i in range(LAYERS):
-        dims = {"attn_q": (H, H), "attn_k": (KV * H // HEADS, H), "attn_v": (KV * H // HEADS, H),
-                "attn_output": (H, H), "ffn_gate": (FF, H), "ffn_up": (FF, H), "ffn_down": (H, FF)}
-        for kind, shape in dims.items():
+    add("token_embd.weight", (VOCAB, H_), Q.F32, 1.0)
+    for i in range(LAYERS_):
+        shapes = {"attn_q": (H_, H_), "attn_k": (KV_ * H_ // HEADS_, H_), "attn_v": (KV_ * H_ // HEADS_, H_),
+                  "attn_output": (H_, H_), "ffn_gate": (FF_, H_), "ffn_up": (FF_, H_), "ffn_down": (H_, FF_)}
+        for kind, shape in shapes.items():
             add(f"blk.{i}.{kind}.weight", shape, TYPES[kind])
         for kind in ("attn_q", "attn_k", "attn_v") if bias else ():
-            add(f"blk.{i}.{kind}.bias", (dims[kind][0],), Q.F32)
-        add(f"blk.{i}.attn_norm.weight", (H,), Q.F32, 0.1)
-        add(f"blk.{i}.ffn_norm.weight", (H,), Q.F32, 0.1)
-    add("output_norm.weight", (H,), Q.F32, 0.1)
-    add("output.weight", (VOCAB, H), Q.Q4_0)
+            add(f"blk.{i}.{kind}.bias", (shapes[kind][0],), Q.F32)
+        add(f"blk.{i}.attn_norm.weight", (H_,), Q.F32, 0.1)
+        add(f"blk.{i}.ffn_norm.weight", (H_,), Q.F32, 0.1)
+    add("output_norm.weight", (H_,), Q.F32, 0.1)
+    add("output.weight", (VOCAB, H_), Q.Q4_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -165,10 +168,10 @@ def test_q4_0_nibble_order(tmp_path):
 def test_bad_files(tmp_path):
     with pytest.raises(GGUFError, match="architecture 'gpt2'"):
         load_gguf(write_gguf(tmp_path / "gpt2.gguf", arch="gpt2"))
-    # Q5_0: a GGML type gguf knows and this package does not run (Q4_1 and the K-quants it
-    # does: test_gguf_kquants.py)
-    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type Q5_0"):
-        load_gguf(write_gguf(tmp_path / "q50.gguf", override={"blk.0.ffn_up.weight": Q.Q5_0}))
+    # TQ2_0: a GGML type gguf knows and this package does not run (Q4_1, Q5_0, Q5_1 and the
+    # K-quants it does: test_gguf_kquants.py)
+    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type TQ2_0"):
+        load_gguf(write_gguf(tmp_path / "tq20.gguf", override={"blk.0.ffn_up.weight": Q.TQ2_0}))
     good = write_gguf(tmp_path / "good.gguf")
     raw = good.read_bytes()
     for cut in (len(raw) - 1000, len(raw) // 2, 100):
@@ -378,7 +381,7 @@ def refused(path, match, seconds=60):
     return str(e.value)
 
 
-@pytest.mark.parametrize("qtype", ["IQ4_NL", "IQ4_XS", "TQ2_0", "MXFP4", "Q5_0"])
+@pytest.mark.parametrize("qtype", ["IQ4_NL", "IQ4_XS", "TQ2_0", "MXFP4", "Q2_K"])
 def test_unsupported_tensor_types_are_named(tmp_path, no_model_built, qtype):
     """A type outside SUPPORTED_TYPES is refused naming the tensor and its type (never
     dequantized: no model config is even made)."""

@@ -36,13 +36,14 @@ ALL_F32 = {f"blk.{i}.{k}.weight": Q.F32 for i in range(LAYERS)
 ALL_F32["output.weight"] = Q.F32
 
 
-def quantize_file(tmp_path, arch: str, ftype: str, tied: bool = False):
+def quantize_file(tmp_path, arch: str, ftype: str, tied: bool = False, dims=None):
     """An F32 GGUF quantized by llama-quantize to ``ftype``, as a user would; ``tied``: no
-    output.weight (token_embd is the output matrix, as in Qwen2.5-0.5B/1.5B)."""
+    output.weight (token_embd is the output matrix, as in Qwen2.5-0.5B/1.5B); ``dims``:
+    write_gguf's."""
     exe = shutil.which("llama-quantize")
     assert exe, "llama-quantize is missing from the root filesystem (llama.cpp-tools, scripts/rootfs-packages.txt)"
     src = write_gguf(tmp_path / f"{arch}-f32{'-tied' if tied else ''}.gguf", arch=arch, override=ALL_F32,
-                     drop=("output.weight",) if tied else ())
+                     drop=("output.weight",) if tied else (), dims=dims)
     out = tmp_path / f"{arch}-{ftype}{'-tied' if tied else ''}.gguf"
     r = subprocess.run([exe, str(src), str(out), ftype], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -152,14 +153,20 @@ def test_tied_q4_k_m_keeps_one_packed_vocabulary_matrix(tmp_path):
 def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
     """The same file through transformers' own GGUF loader (it dequantizes Q4_K/Q6_K with
     gguf): the weights agree bit for bit and the logits within 4 BF16 ulps."""
+    model = load_gguf(q4_k_m, activations="bf16")
+    assert any(m.format == "q4_k" for m in model.modules() if isinstance(m, regional.RVVQuantLinear))
+    check_against_transformers(model, q4_k_m, monkeypatch)
+
+
+def check_against_transformers(model, path, monkeypatch):
+    """transformers' own GGUF loading of ``path``: every quantized Linear of ``model`` equals
+    its weight bit for bit, and the logits agree within 4 BF16 ulps of a twin holding
+    transformers' weights (the quantized Linears in FP32)."""
     from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
 
-    path = q4_k_m
     theirs = transformers_gguf_model(monkeypatch, path)
-    model = load_gguf(path, activations="bf16")
     sd = theirs.state_dict()
     quant = {n: m for n, m in model.named_modules() if isinstance(m, regional.RVVQuantLinear)}
-    assert any(m.format == "q4_k" for m in quant.values())
     for name, layer in quant.items():
         assert torch.equal(layer.dequantized(), sd[name + ".weight"]), f"{name}: differs from transformers'"
     ref = type(theirs)(theirs.config).to(torch.bfloat16).eval()
@@ -174,6 +181,47 @@ def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
     got = teacher_forced_logits(model, tokens)
     tol = 4 * bf16_ulp(want.abs().max().item())
     assert (got - want).abs().max().item() <= tol
+
+
+_LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+@pytest.mark.parametrize("qtype", ["Q5_0", "Q5_1"])
+def test_fallback_types_load_bit_exact(tmp_path, qtype):
+    """The types llama-quantize falls back to where K is not a multiple of 256 (Q4_K ->
+    Q5_0, Q5_K -> Q5_1), written by gguf's own quantizer into every Linear: each loads in
+    its format, equal to gguf.dequantize bit for bit, with the FP32 twin's logits; with
+    INT8 activations (the default) within test_int8_activations' bound."""
+    from test_int8_activations import LOGIT_BOUND
+    from test_transformers import teacher_forced_logits
+
+    types = {f"blk.{i}.{k}.weight": Q[qtype] for i in range(LAYERS) for k in _LINEARS}
+    types["output.weight"] = Q[qtype]
+    path = write_gguf(tmp_path / f"{qtype}.gguf", override=types)
+    formats, want, got16, tokens = check_against_dequantized(load_gguf(path, activations="bf16"), path)
+    assert formats == {qtype.lower(): len(types)}, formats
+    model8 = load_gguf(path)
+    assert all(m.activations_used == "int8" for m in model8.modules() if isinstance(m, regional.RVVQuantLinear))
+    got8 = teacher_forced_logits(model8, tokens)
+    assert (got8 - want).abs().max().item() / want.abs().max().item() <= LOGIT_BOUND
+
+
+@pytest.mark.parametrize("ff", [1024, pytest.param(4864, marks=pytest.mark.slow)])
+def test_qwen2_5_0_5b_shaped_q4_k_m_loads_its_fallback_types(tmp_path, monkeypatch, ff):
+    """Qwen2.5-0.5B's shapes (hidden 896, 14 heads, 2 KV heads; one layer; intermediate
+    4864, or 1024 in the bounded tier: the same types at a fifth of the cost) made Q4_K_M
+    by llama-quantize, as the most downloaded file is: the Linears with K = 896 fall back to
+    Q5_0 (for Q4_K) and Q8_0 (for Q6_K), ffn_down (K = ff, a multiple of 256) keeps its
+    K-quant. Every tensor loads in its own format (no BF16), bit for bit gguf.dequantize,
+    and the model agrees with transformers' loading of the same file."""
+    path = quantize_file(tmp_path, "qwen2", "Q4_K_M", dims=dict(H=896, FF=ff, LAYERS=1, HEADS=14, KV=2))
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
+    assert types["blk.0.attn_q.weight"] == "Q5_0" and types["blk.0.ffn_down.weight"] in ("Q4_K", "Q6_K"), types
+    model = load_gguf(path, activations="bf16")
+    assert not [n for n, m in model.named_modules() if type(m) is torch.nn.Linear], "a Linear left in BF16"
+    formats, *_ = check_against_dequantized(model, path)
+    assert "q5_0" in formats and "int8" in formats, formats
+    check_against_transformers(model, path, monkeypatch)
 
 
 def test_block_format_layer_refuses_requantization(q4_k_m):

@@ -135,7 +135,7 @@ inline Status linear_block_quant_ref(const LinearOperands& a) {
             const BlockParams p = block_params(f, rec, nb, c, row);
             for (int i = row; i < row + sub; ++i) {
               const int32_t q = block_q(f, rec, nb, c, i);
-              const float w = f == DType::kQ6_K ? p.scale * float(q - 32) : p.scale * float(q) + p.offset;
+              const float w = block_weight(f, p, q);
               acc += xf[r0 + i] * w;
             }
           }

@@ -5,7 +5,7 @@
 //               once (the scale bytes are channel-interleaved, so every step is one vector
 //               operation over the chunk);
 //   for_pairs   a sub-block's integers q, two K rows at a time, as bytes: the low nibbles
-//               of one qs byte per row pair, plus the high bits from qh (Q5_K: 1 bit,
+//               of one qs byte per row pair, plus the high bits from qh (5 bits: 1 bit,
 //               Q6_K: 2 bits per row), shifted into bit 4 with constant shifts.
 // Byte vectors are m2 in the GEMV (e32 m8 accumulators) and m1 in the GEMM (e32 m4); the
 // decoding is written once for both (U8<V>).
@@ -68,9 +68,12 @@ struct BlockFmt {
   static void params_m4(const uint8_t* rec, int64_t nb, int64_t j, int sub, size_t vl, vfloat32m4_t& s,
                         vfloat32m4_t& o) {
     const vfloat32m4_t d = f16_m4(rec, nb, kFields.d, j, vl);
-    if constexpr (F == DType::kQ4_1) {
+    if constexpr (F == DType::kQ4_1 || F == DType::kQ5_1) {
       s = d;
       o = f16_m4(rec, nb, kFields.dmin, j, vl);
+    } else if constexpr (F == DType::kQ5_0) {
+      s = d;
+      o = __riscv_vfmul_vf_f32m4(d, -16.0f, vl);
     } else if constexpr (F == DType::kQ6_K) {
       const vint8m1_t sc = __riscv_vle8_v_i8m1(reinterpret_cast<const int8_t*>(rec + (kFields.scales + sub) * nb + j), vl);
       s = __riscv_vfmul_vv_f32m4(d, __riscv_vfwcvt_f_x_v_f32m4(__riscv_vsext_vf2_i16m2(sc, vl), vl), vl);
@@ -104,16 +107,18 @@ struct BlockFmt {
       q0 = O::andi(v, 0x0F, vl);
       q1 = O::srl(v, 4, vl);
     };
-    if constexpr (F == DType::kQ4_1 || F == DType::kQ4_K) {
+    if constexpr (kTraits.bits == 4) {
       for (int i = 0; i < kSubRows / 2; ++i) {
         V q0, q1;
         lo_hi(i, q0, q1);
         fn(q0, q1, i);
       }
     } else {
-      // Q5_K (H = 1 high bit per row, from bit 4 of qh) and Q6_K (H = 2, bits 4-5): qh byte
-      // u holds the high bits of kPairs row pairs, pair p's two rows at bits 2Hp and 2Hp + H.
-      constexpr int H = F == DType::kQ5_K ? 1 : 2, kPairs = 4 / H;
+      // 5 bits (Q5_0, Q5_1, Q5_K: H = 1 high bit per row, from bit 4 of qh) and Q6_K (H = 2,
+      // bits 4-5): qh byte u holds the high bits of kPairs row pairs, pair p's two rows at
+      // bits 2Hp and 2Hp + H.
+      static_assert(kTraits.bits == 5 || kTraits.bits == 6, "a block format of 4, 5 or 6 bits");
+      constexpr int H = kTraits.bits - 4, kPairs = 4 / H;
       constexpr uint8_t kMask = uint8_t(((1 << H) - 1) << 4);
       const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / (2 * kPairs))) * nb + j;
       for (int u = 0; u < kSubRows / (2 * kPairs); ++u) {

@@ -1,4 +1,5 @@
-// Decode GEMV with a GGUF block-format weight (Q4_1, Q4_K, Q5_K, Q6_K; block_quant.h):
+// Decode GEMV with a GGUF block-format weight (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
+// block_quant.h):
 //   y[n] = sum over sub-blocks g of  s[g, n] * sum_{k in g} x[k] q[k, n]  +  o[g, n] * sum_{k in g} x[k]
 // with w = s * q + o (the format's scale and offset, block_quant_decode.h).
 //

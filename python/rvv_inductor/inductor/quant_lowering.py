@@ -21,8 +21,8 @@ gate passed, unit-stride activation) and whose weight is a frozen constant
 A GGUF file exported in its own formats (``export FILE.gguf``, ``--weights file``) takes
 step 1 from the file instead: :func:`file_weights` names, by the storage of each BF16
 weight that stands for a quantized tensor in the traced model, the packed bytes that
-``load_gguf`` made from the file's blocks (Q8_0/Q4_0 as INT8/INT4 g32, Q4_1 and the
-K-quants in their own block formats). Those bytes become the constant, each layer keeps
+``load_gguf`` made from the file's blocks (Q8_0/Q4_0 as INT8/INT4 g32, Q4_1, Q5_0, Q5_1
+and the K-quants in their own block formats). Those bytes become the constant, each layer keeps
 its own format and the file's bits per weight, and nothing is quantized again.
 
 Shapes the user kept in BF16 (``keep_bf16``) or that cannot be quantized as asked (a group

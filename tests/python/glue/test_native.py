@@ -45,3 +45,15 @@ def test_layout(native):
 ])
 def test_march(native, v, zvfh, bfmin, bfwma, march):
     assert CpuInfo(True, v, 256 if v else 0, zvfh, bfmin, bfwma, 0).march == march
+
+
+def test_gguf_types_follow_the_format_table(native):
+    """The file types load_gguf accepts (gguf_checks, which reads no library) are the plain
+    ones, Q8_0 and Q4_0 (repacked as INT8/INT4) and exactly the library's block formats,
+    each under its GGUF name; weight_spec's hint knows the same names."""
+    from rvv_inductor import gguf_checks, weight_spec
+
+    blocks = {f["gguf_type"]: name for name, f in _native.weight_formats().items() if f["record_bytes"] > 0}
+    assert {"Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"} <= set(blocks)
+    assert set(gguf_checks.SUPPORTED_TYPES) == {"F32", "F16", "BF16", "Q8_0", "Q4_0"} | set(blocks)
+    assert set(weight_spec.BLOCK_FORMAT_NAMES) == set(blocks.values())
