@@ -23,7 +23,7 @@ enum {
 
 /* Element types. Also the weight formats of a packed layout: BF16 (2-byte elements),
  * INT8 and INT4 (quantized, with 16-bit scales of RVV_DTYPE_BF16 or RVV_DTYPE_F16), and
- * the GGUF block formats Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (block_quant.h), kept as the file stores
+ * the GGUF block formats Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K (block_quant.h), kept as the file stores
  * them. Every weight format is described by one line of weight_formats.inl. */
 enum {
   RVV_DTYPE_NONE = 0,
@@ -37,7 +37,8 @@ enum {
   RVV_DTYPE_Q5_K = 8,
   RVV_DTYPE_Q6_K = 9,
   RVV_DTYPE_Q5_0 = 10,
-  RVV_DTYPE_Q5_1 = 11
+  RVV_DTYPE_Q5_1 = 11,
+  RVV_DTYPE_IQ4_NL = 12
 };
 
 /* How a weight format scales its integers (rvv_weight_format.scales). */
@@ -56,7 +57,13 @@ enum {
   RVV_OFFSET_F16_SUB6_MIN = 3 /* w = d * sc * q - dmin * m, f16 dmin x 6-bit sub-block mins (Q4_K, Q5_K) */
 };
 
-#define RVV_WEIGHT_FORMAT_VERSION 1u
+/* How a stored integer becomes the q of the value formula (before scale and offset). */
+enum {
+  RVV_LOOKUP_NONE = 0,  /* q is the stored integer */
+  RVV_LOOKUP_IQ4NL = 1  /* q = kvalues_iq4nl[stored 4 bits] + 128 (IQ4_NL, IQ4_XS; block_quant.h) */
+};
+
+#define RVV_WEIGHT_FORMAT_VERSION 2u
 
 /* One weight format's traits (weight_formats.inl), for rvv_weight_format_info. */
 typedef struct rvv_weight_format {
@@ -73,7 +80,7 @@ typedef struct rvv_weight_format {
   int32_t record_bytes;  /* bytes per column of one record (fixed formats); 0: from the layout */
   int32_t file_block_bytes; /* bytes of one GGUF block of super_rows values (fixed formats) */
   int32_t configurable;  /* 1: group size, scale dtype, zero points come from the layout (int8, int4) */
-  int32_t reserved;      /* 0 */
+  int32_t lookup;        /* RVV_LOOKUP_*: how the stored integer maps to q */
 } rvv_weight_format;
 
 /* Which implementation a call ran (or would run): the ISA variants of the kernel table

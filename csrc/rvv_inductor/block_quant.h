@@ -1,4 +1,4 @@
-// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
+// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K;
 // weight_formats.inl):
 // the file's blocks rearranged for the kernels, value for value and at the file's bytes
 // per weight (no re-quantization, no wider scales).
@@ -13,6 +13,7 @@
 //   Q4_1 (32 rows)   d f16 | m f16 | qs 16
 //   Q5_0 (32 rows)   d f16 | qh 4 | qs 16
 //   Q5_1 (32 rows)   d f16 | m f16 | qh 4 | qs 16
+//   IQ4_NL (32 rows) d f16 | qs 16 (4-bit indices into kIq4NlValues)
 //   Q4_K (256 rows)  d f16 | dmin f16 | scales 12 (the file's 6-bit packing) | qs 128
 //   Q5_K (256 rows)  d f16 | dmin f16 | scales 12 | qh 32 | qs 128
 //   Q6_K (256 rows)  d f16 | scales 16 (int8) | qh 64 | qs 128
@@ -25,6 +26,9 @@
 //   Q4_1  w = d * q + m
 //   Q5_0  w = d * (q - 16)                    q 5-bit
 //   Q5_1  w = d * q + m                       q 5-bit
+//   IQ4_NL w = d * kIq4NlValues[i]            i the stored 4-bit index; the kernels take
+//                                             q = kIq4NlValues[i] + 128 (RVV_LOOKUP_IQ4NL,
+//                                             one byte) and w = d * (q - 128)
 //   Q4_K  w = (d * sc_j) * q - dmin * m_j     j = row / 32, sc_j and m_j 6-bit
 //   Q5_K  the same with a 5-bit q
 //   Q6_K  w = (d * sc_j) * (q - 32)           j = row / 16, sc_j int8, q 6-bit
@@ -44,6 +48,12 @@
 
 RVV_INDUCTOR_BEGIN_NAMESPACE
 
+// IQ4_NL's (and IQ4_XS's) non-linear 4-bit grid (ggml's kvalues_iq4nl), and the same plus
+// 128 as the unsigned q the kernels multiply (1 .. 241: a byte, exact in f16 and fp32).
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline constexpr uint8_t kIq4NlQ[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+static_assert(kIq4NlQ[0] == kIq4NlValues[0] + 128 && kIq4NlQ[15] == kIq4NlValues[15] + 128, "kIq4NlQ = values + 128");
+
 // Field offsets of a record, in units of nb bytes (-1: the format has no such field).
 struct BlockRecordFields {
   int32_t d, dmin, scales, qh, qs;
@@ -53,6 +63,7 @@ inline constexpr BlockRecordFields block_record_fields(DType f) {
     case DType::kQ4_1: return {0, 2, -1, -1, 4};
     case DType::kQ5_0: return {0, -1, -1, 2, 6};
     case DType::kQ5_1: return {0, 2, -1, 4, 8};
+    case DType::kIQ4_NL: return {0, -1, -1, -1, 2};
     case DType::kQ4_K: return {0, 2, 4, -1, 16};
     case DType::kQ5_K: return {0, 2, 4, 16, 48};
     case DType::kQ6_K: return {0, -1, 2, 18, 82};
@@ -110,6 +121,7 @@ namespace block_quant_detail {
 inline int32_t file_q(DType f, const uint8_t* blk, int e) {
   switch (f) {
     case DType::kQ4_1: return (blk[4 + e % 16] >> (4 * (e / 16))) & 0xF;
+    case DType::kIQ4_NL: return (blk[2 + e % 16] >> (4 * (e / 16))) & 0xF;  // d | qs: the index
     case DType::kQ5_0:  // d | qh (u32, bit e: element e) | qs (elements e and e + 16 in byte e)
     case DType::kQ5_1: {  // d | m | qh | qs
       const int h = f == DType::kQ5_0 ? 2 : 4;
@@ -166,7 +178,8 @@ inline Status pack_gguf_blocks(DType f, const uint8_t* blocks, int64_t ldb, int6
       switch (f) {
         case DType::kQ4_1:
         case DType::kQ5_1: put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2); break;
-        case DType::kQ5_0: put16(rec, fl.d, nb, c, src); break;
+        case DType::kQ5_0:
+        case DType::kIQ4_NL: put16(rec, fl.d, nb, c, src); break;
         case DType::kQ4_K:
         case DType::kQ5_K:
           put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2);
@@ -230,6 +243,7 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
     case DType::kQ4_1:
     case DType::kQ5_1: return {d, f16_to_f32(get16(rec, fl.dmin, nb, c))};
     case DType::kQ5_0: return {d, -16.0f * d};
+    case DType::kIQ4_NL: return {d, -128.0f * d};
     case DType::kQ4_K:
     case DType::kQ5_K: {
       uint8_t s[12];
@@ -246,10 +260,12 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
   }
 }
 
-// The stored integer q (unsigned, 0 .. 2^bits - 1) at `row` of a record for channel c.
+// The integer q of the value formula at `row` of a record for channel c: the stored bits
+// (unsigned, 0 .. 2^bits - 1), or for a lookup format the table's entry + 128.
 inline int32_t block_q(DType f, const uint8_t* rec, int64_t nb, int64_t c, int row) {
   const BlockRecordFields fl = block_record_fields(f);
   int32_t q = (rec[(fl.qs + row / 2) * nb + c] >> (4 * (row % 2))) & 0xF;
+  if (weight_format(f)->lookup == RVV_LOOKUP_IQ4NL) return kIq4NlQ[q];
   if (weight_format(f)->bits == 5) q |= ((rec[(fl.qh + row / 8) * nb + c] >> (row % 8)) & 1) << 4;
   if (f == DType::kQ6_K) q |= ((rec[(fl.qh + row / 4) * nb + c] >> (2 * (row % 4))) & 3) << 4;
   return q;

@@ -77,7 +77,10 @@ struct X8BlockScale {
   float dx, inv;
 };
 // Block formats: the centre c of q and the rows of x_q * q' an int16 holds (above).
-constexpr int32_t x8_center(DType f) { return int32_t(1) << (weight_format(f)->bits - 1); }
+// (A lookup format's q is a byte, table entry + 128: centre 128.)
+constexpr int32_t x8_center(DType f) {
+  return weight_format(f)->lookup != RVV_LOOKUP_NONE ? 128 : int32_t(1) << (weight_format(f)->bits - 1);
+}
 constexpr int x8_int16_rows(DType f) { return int(256 / x8_center(f)); }
 constexpr bool x8_has_offset(DType f) {
   return !(weight_format(f)->offset == RVV_OFFSET_ZERO && weight_format(f)->implicit_zero == x8_center(f));

@@ -34,6 +34,7 @@ enum class DType : int32_t {
   kQ6_K = RVV_DTYPE_Q6_K,
   kQ5_0 = RVV_DTYPE_Q5_0,
   kQ5_1 = RVV_DTYPE_Q5_1,
+  kIQ4_NL = RVV_DTYPE_IQ4_NL,
 };
 
 enum class KernelPath : int {

@@ -14,11 +14,12 @@ struct WeightFormatTraits {
   DType code;
   const char* name;
   const char* gguf;
-  int32_t bits, block_rows, super_rows, scales, offset, implicit_zero, record_bytes, file_block_bytes, configurable;
+  int32_t bits, block_rows, super_rows, scales, offset, implicit_zero, record_bytes, file_block_bytes, configurable,
+      lookup;
 };
 
-#define RVV_WEIGHT_FORMAT(name, code, gguf, bits, blk, sup, sc, off, z, rec, file, cfg) \
-  WeightFormatTraits{DType(code), #name, gguf, bits, blk, sup, sc, off, z, rec, file, cfg},
+#define RVV_WEIGHT_FORMAT(name, code, gguf, bits, blk, sup, sc, off, z, rec, file, cfg, lut) \
+  WeightFormatTraits{DType(code), #name, gguf, bits, blk, sup, sc, off, z, rec, file, cfg, lut},
 inline constexpr WeightFormatTraits kWeightFormats[] = {
 #include "rvv_inductor/weight_formats.inl"
 };
@@ -57,6 +58,7 @@ inline bool fill_weight_format(DType code, rvv_weight_format* out) {
   f.record_bytes = t->record_bytes;
   f.file_block_bytes = t->file_block_bytes;
   f.configurable = t->configurable;
+  f.lookup = t->lookup;
   *out = f;
   return true;
 }

@@ -25,7 +25,7 @@ _REPO = _PKG.parent.parent
 RVV_DTYPE_BF16, RVV_DTYPE_F32, RVV_DTYPE_F16, RVV_DTYPE_INT8, RVV_DTYPE_INT4 = 1, 2, 3, 4, 5
 RVV_PACKED_MAGIC, RVV_PACKED_VERSION = 0x4B505652, 2
 RVV_ABI_PACKED_LAYOUT, RVV_ABI_CPU_FEATURES, RVV_ABI_VARLEN_ATTENTION, RVV_ABI_WEIGHT_FORMAT = 1, 2, 3, 4
-RVV_WEIGHT_FORMAT_VERSION = 1
+RVV_WEIGHT_FORMAT_VERSION = 2
 RVV_PATH_SCALAR, RVV_PATH_RVV, RVV_PATH_RVV_ZVFBF, RVV_PATH_RVV_ZVFH = 0, 1, 2, 3
 RVV_CPU_FEATURES_VERSION = 2
 # Weight format codes are probed from 1 to this bound (rvv_weight_format_info): the
@@ -86,7 +86,7 @@ class WeightFormat(ctypes.Structure):
                 ("gguf_type", ctypes.c_char * 16), ("bits", ctypes.c_int32), ("block_rows", ctypes.c_int32),
                 ("super_rows", ctypes.c_int32), ("scales", ctypes.c_int32), ("offset", ctypes.c_int32),
                 ("implicit_zero", ctypes.c_int32), ("record_bytes", ctypes.c_int32),
-                ("file_block_bytes", ctypes.c_int32), ("configurable", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+                ("file_block_bytes", ctypes.c_int32), ("configurable", ctypes.c_int32), ("lookup", ctypes.c_int32)]
 
 
 # rvv_abi_sizeof code -> the mirror whose size must match.
@@ -239,7 +239,7 @@ def quant_layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool,
 
 
 def block_layout(fmt: int, n: int, k: int, nb: int) -> PackedLayout:
-    """The descriptor of W[n, k] in a GGUF block format (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: the
+    """The descriptor of W[n, k] in a GGUF block format (Q4_1, Q5_0, Q5_1, IQ4_NL, the K-quants: the
     format's super-block fixes the rest); NativeCallError when k is not whole super-blocks."""
     lay = PackedLayout()
     check(lib().rvv_block_layout(fmt, n, k, nb, ctypes.byref(lay)), "block layout")
@@ -266,7 +266,7 @@ def weight_formats() -> dict[str, dict]:
         if f.version != RVV_WEIGHT_FORMAT_VERSION:
             raise NativeLibraryError(f"weight format {code}: traits version {f.version}, this package reads "
                                      f"{RVV_WEIGHT_FORMAT_VERSION}; rebuild the library or reinstall the package")
-        d = {name: getattr(f, name) for name, _ in WeightFormat._fields_ if name not in ("version", "reserved")}
+        d = {name: getattr(f, name) for name, _ in WeightFormat._fields_ if name != "version"}
         d["name"], d["gguf_type"] = f.name.decode(), f.gguf_type.decode()
         out[d["name"]] = d
     return out

@@ -1,4 +1,4 @@
-// The GGUF block formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; block_quant.h,
+// The GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K; block_quant.h,
 // weight_formats.inl):
 // packing from random file blocks against an independent decoder of the file format
 // (written from gguf-py's dequantize, not from block_quant.h), bit for bit; every kernel
@@ -31,7 +31,8 @@ using namespace testutil;
 using quantcase::Variant;
 using quantcase::variants_for;
 
-const DType kFormats[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+const DType kFormats[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL,
+                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 float half(const uint8_t* p) {
   uint16_t h;
@@ -47,6 +48,17 @@ void file_dequant(DType f, const uint8_t* b, float* out) {
     for (int i = 0; i < 16; ++i) {
       out[i] = d * float(b[4 + i] & 0xF) + m;
       out[i + 16] = d * float(b[4 + i] >> 4) + m;
+    }
+    return;
+  }
+  if (f == DType::kIQ4_NL) {
+    // gguf-py: d, then qs whose byte i holds the indices of elements i (low nibble) and
+    // i + 16 (high) into ggml's kvalues_iq4nl; d * kvalues[index].
+    static const float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    const float d = half(b);
+    for (int j = 0; j < 16; ++j) {
+      out[j] = d * kValues[b[2 + j] & 0xF];
+      out[j + 16] = d * kValues[b[2 + j] >> 4];
     }
     return;
   }
@@ -110,7 +122,7 @@ std::vector<uint8_t> random_blocks(std::mt19937& rng, DType f, int64_t N, int64_
     uint8_t* blk = b.data() + off;
     if (f == DType::kQ6_K) {
       put_half(blk + 208);
-    } else if (f == DType::kQ5_0) {
+    } else if (f == DType::kQ5_0 || f == DType::kIQ4_NL) {
       put_half(blk);
     } else {
       put_half(blk);

@@ -35,6 +35,7 @@ struct U8;
     static V srl(V v, size_t s, size_t vl) { return __riscv_vsrl_vx_u8##L(v, s, vl); }                \
     static V sll(V v, size_t s, size_t vl) { return __riscv_vsll_vx_u8##L(v, s, vl); }                \
     static V orv(V a, V b, size_t vl) { return __riscv_vor_vv_u8##L(a, b, vl); }                      \
+    static V gather(V table, V idx, size_t vl) { return __riscv_vrgather_vv_u8##L(table, idx, vl); }  \
   };
 RVV_U8_OPS(vuint8m1_t, m1)
 RVV_U8_OPS(vuint8m2_t, m2)
@@ -71,9 +72,9 @@ struct BlockFmt {
     if constexpr (F == DType::kQ4_1 || F == DType::kQ5_1) {
       s = d;
       o = f16_m4(rec, nb, kFields.dmin, j, vl);
-    } else if constexpr (F == DType::kQ5_0) {
+    } else if constexpr (F == DType::kQ5_0 || F == DType::kIQ4_NL) {  // w = d * (q - z)
       s = d;
-      o = __riscv_vfmul_vf_f32m4(d, -16.0f, vl);
+      o = __riscv_vfmul_vf_f32m4(d, -float(kTraits.implicit_zero), vl);
     } else if constexpr (F == DType::kQ6_K) {
       const vint8m1_t sc = __riscv_vle8_v_i8m1(reinterpret_cast<const int8_t*>(rec + (kFields.scales + sub) * nb + j), vl);
       s = __riscv_vfmul_vv_f32m4(d, __riscv_vfwcvt_f_x_v_f32m4(__riscv_vsext_vf2_i16m2(sc, vl), vl), vl);
@@ -107,7 +108,16 @@ struct BlockFmt {
       q0 = O::andi(v, 0x0F, vl);
       q1 = O::srl(v, 4, vl);
     };
-    if constexpr (kTraits.bits == 4) {
+    if constexpr (kTraits.bits == 4 && kTraits.lookup == RVV_LOOKUP_IQ4NL) {
+      // The 16 table bytes in one register (16 <= VLMAX(e8, m1) at VLEN >= 128), loaded
+      // once per sub-block; each row's indices become q with one vrgather.vv.
+      const V table = O::load(kIq4NlQ, 16);
+      for (int i = 0; i < kSubRows / 2; ++i) {
+        V q0, q1;
+        lo_hi(i, q0, q1);
+        fn(O::gather(table, q0, vl), O::gather(table, q1, vl), i);
+      }
+    } else if constexpr (kTraits.bits == 4) {
       for (int i = 0; i < kSubRows / 2; ++i) {
         V q0, q1;
         lo_hi(i, q0, q1);

@@ -31,7 +31,8 @@ template <DType F>
 inline void x8_prepare_block_chunk(const uint8_t* blk, int64_t nb, int64_t j, size_t vl, int64_t k0, int64_t k1,
                                    int8_t* panel, float* s, float* o) {
   using Fmt = BlockFmt<F>;
-  constexpr int8_t kC = int8_t(x8_center(F));
+  // q - c in 8-bit wrap-around arithmetic: exact for c = 128 too (q' = q - 128 fits int8).
+  constexpr int8_t kC = int8_t(uint8_t(x8_center(F)));
   const int64_t rec_bytes = int64_t(Fmt::kRecordBytes) * nb;
   for (int64_t g = k0 / Fmt::kSubRows, i = 0; g * Fmt::kSubRows < k1; ++g, ++i) {
     const int64_t row0 = g * Fmt::kSubRows;
@@ -41,7 +42,7 @@ inline void x8_prepare_block_chunk(const uint8_t* blk, int64_t nb, int64_t j, si
     Fmt::params_m4(rec, nb, j, sub, vl, sv, ov);
     __riscv_vse32_v_f32m4(s + i * int64_t(vl), sv, vl);
     if constexpr (x8_has_offset(F))
-      __riscv_vse32_v_f32m4(o + i * int64_t(vl), __riscv_vfmacc_vf_f32m4(ov, float(kC), sv, vl), vl);
+      __riscv_vse32_v_f32m4(o + i * int64_t(vl), __riscv_vfmacc_vf_f32m4(ov, float(x8_center(F)), sv, vl), vl);
     int8_t* p = panel + (row0 - k0) * int64_t(vl);
     Fmt::template for_pairs<vuint8m1_t>(rec, nb, j, sub, vl, [&](vuint8m1_t q0, vuint8m1_t q1, int r) {
       __riscv_vse8_v_i8m1(p + 2 * r * int64_t(vl), __riscv_vsub_vx_i8m1(__riscv_vreinterpret_v_u8m1_i8m1(q0), kC, vl), vl);
