@@ -23,7 +23,7 @@ enum {
 
 /* Element types. Also the weight formats of a packed layout: BF16 (2-byte elements),
  * INT8 and INT4 (quantized, with 16-bit scales of RVV_DTYPE_BF16 or RVV_DTYPE_F16), and
- * the GGUF block formats Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K (block_quant.h), kept as the file stores
+ * the GGUF block formats Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K (block_quant.h), kept as the file stores
  * them. Every weight format is described by one line of weight_formats.inl. */
 enum {
   RVV_DTYPE_NONE = 0,
@@ -38,7 +38,8 @@ enum {
   RVV_DTYPE_Q6_K = 9,
   RVV_DTYPE_Q5_0 = 10,
   RVV_DTYPE_Q5_1 = 11,
-  RVV_DTYPE_IQ4_NL = 12
+  RVV_DTYPE_IQ4_NL = 12,
+  RVV_DTYPE_IQ4_XS = 13
 };
 
 /* How a weight format scales its integers (rvv_weight_format.scales). */
@@ -47,7 +48,8 @@ enum {
   RVV_SCALES_GROUP = 1,     /* one 16-bit scale per group of group_size rows (layout's scale_dtype) */
   RVV_SCALES_F16 = 2,       /* one f16 scale d per block (Q4_1, Q5_0, Q5_1) */
   RVV_SCALES_F16_SUB6 = 3,  /* f16 d per super-block x 6-bit unsigned sub-block scales (Q4_K, Q5_K) */
-  RVV_SCALES_F16_SUB8 = 4   /* f16 d per super-block x 8-bit signed sub-block scales (Q6_K) */
+  RVV_SCALES_F16_SUB8 = 4,  /* f16 d per super-block x 8-bit signed sub-block scales (Q6_K) */
+  RVV_SCALES_F16_SUB6_M32 = 5 /* f16 d per super-block x (6-bit sub-block scale - 32) (IQ4_XS) */
 };
 /* What a weight format adds to scale * q (rvv_weight_format.offset). */
 enum {

@@ -1,4 +1,4 @@
-// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K;
+// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K;
 // weight_formats.inl):
 // the file's blocks rearranged for the kernels, value for value and at the file's bytes
 // per weight (no re-quantization, no wider scales).
@@ -14,6 +14,7 @@
 //   Q5_0 (32 rows)   d f16 | qh 4 | qs 16
 //   Q5_1 (32 rows)   d f16 | m f16 | qh 4 | qs 16
 //   IQ4_NL (32 rows) d f16 | qs 16 (4-bit indices into kIq4NlValues)
+//   IQ4_XS (256 rows) d f16 | scales 6 (the file's scales_h u16, then scales_l 4) | qs 128
 //   Q4_K (256 rows)  d f16 | dmin f16 | scales 12 (the file's 6-bit packing) | qs 128
 //   Q5_K (256 rows)  d f16 | dmin f16 | scales 12 | qh 32 | qs 128
 //   Q6_K (256 rows)  d f16 | scales 16 (int8) | qh 64 | qs 128
@@ -29,6 +30,8 @@
 //   IQ4_NL w = d * kIq4NlValues[i]            i the stored 4-bit index; the kernels take
 //                                             q = kIq4NlValues[i] + 128 (RVV_LOOKUP_IQ4NL,
 //                                             one byte) and w = d * (q - 128)
+//   IQ4_XS w = (d * (ls_j - 32)) * kIq4NlValues[i]   j = row / 32, ls_j 6-bit: the low 4 bits
+//                                             from scales_l, the high 2 from scales_h
 //   Q4_K  w = (d * sc_j) * q - dmin * m_j     j = row / 32, sc_j and m_j 6-bit
 //   Q5_K  the same with a 5-bit q
 //   Q6_K  w = (d * sc_j) * (q - 32)           j = row / 16, sc_j int8, q 6-bit
@@ -64,6 +67,7 @@ inline constexpr BlockRecordFields block_record_fields(DType f) {
     case DType::kQ5_0: return {0, -1, -1, 2, 6};
     case DType::kQ5_1: return {0, 2, -1, 4, 8};
     case DType::kIQ4_NL: return {0, -1, -1, -1, 2};
+    case DType::kIQ4_XS: return {0, -1, 2, -1, 8};
     case DType::kQ4_K: return {0, 2, 4, -1, 16};
     case DType::kQ5_K: return {0, 2, 4, 16, 48};
     case DType::kQ6_K: return {0, -1, 2, 18, 82};
@@ -122,6 +126,7 @@ inline int32_t file_q(DType f, const uint8_t* blk, int e) {
   switch (f) {
     case DType::kQ4_1: return (blk[4 + e % 16] >> (4 * (e / 16))) & 0xF;
     case DType::kIQ4_NL: return (blk[2 + e % 16] >> (4 * (e / 16))) & 0xF;  // d | qs: the index
+    case DType::kIQ4_XS: return (blk[8 + 16 * (e / 32) + e % 16] >> (4 * ((e % 32) / 16))) & 0xF;
     case DType::kQ5_0:  // d | qh (u32, bit e: element e) | qs (elements e and e + 16 in byte e)
     case DType::kQ5_1: {  // d | m | qh | qs
       const int h = f == DType::kQ5_0 ? 2 : 4;
@@ -185,6 +190,10 @@ inline Status pack_gguf_blocks(DType f, const uint8_t* blocks, int64_t ldb, int6
           put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2);
           for (int i = 0; i < 12; ++i) rec[(fl.scales + i) * nb + c] = src[4 + i];
           break;
+        case DType::kIQ4_XS:
+          put16(rec, fl.d, nb, c, src);
+          for (int i = 0; i < 6; ++i) rec[(fl.scales + i) * nb + c] = src[2 + i];
+          break;
         case DType::kQ6_K:
           put16(rec, fl.d, nb, c, src + 208);
           for (int i = 0; i < 16; ++i) rec[(fl.scales + i) * nb + c] = src[192 + i];
@@ -244,6 +253,13 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
     case DType::kQ5_1: return {d, f16_to_f32(get16(rec, fl.dmin, nb, c))};
     case DType::kQ5_0: return {d, -16.0f * d};
     case DType::kIQ4_NL: return {d, -128.0f * d};
+    case DType::kIQ4_XS: {
+      const int j = row / 32;
+      const int hi = (rec[(fl.scales + j / 4) * nb + c] >> (2 * (j % 4))) & 3;
+      const int lo = (rec[(fl.scales + 2 + j / 2) * nb + c] >> (4 * (j % 2))) & 0xF;
+      const float s = d * float((lo | (hi << 4)) - 32);
+      return {s, -128.0f * s};
+    }
     case DType::kQ4_K:
     case DType::kQ5_K: {
       uint8_t s[12];

@@ -35,6 +35,7 @@ enum class DType : int32_t {
   kQ5_0 = RVV_DTYPE_Q5_0,
   kQ5_1 = RVV_DTYPE_Q5_1,
   kIQ4_NL = RVV_DTYPE_IQ4_NL,
+  kIQ4_XS = RVV_DTYPE_IQ4_XS,
 };
 
 enum class KernelPath : int {

@@ -1,4 +1,4 @@
-// The GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K; block_quant.h,
+// The GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K; block_quant.h,
 // weight_formats.inl):
 // packing from random file blocks against an independent decoder of the file format
 // (written from gguf-py's dequantize, not from block_quant.h), bit for bit; every kernel
@@ -31,7 +31,7 @@ using namespace testutil;
 using quantcase::Variant;
 using quantcase::variants_for;
 
-const DType kFormats[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL,
+const DType kFormats[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS,
                           DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 float half(const uint8_t* p) {
@@ -51,10 +51,27 @@ void file_dequant(DType f, const uint8_t* b, float* out) {
     }
     return;
   }
+  static const float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  if (f == DType::kIQ4_XS) {
+    // gguf-py: d | scales_h (u16) | scales_l (4 bytes) | qs; sub-block ib's scale is the low
+    // nibble ib % 2 of scales_l[ib / 2] with bits 2ib..2ib+1 of scales_h above it, minus 32;
+    // its 32 indices are qs[16 ib + j] (element j: low nibble, j + 16: high);
+    // (d * (scale - 32)) * kvalues[index].
+    const float d = half(b);
+    const int scales_h = b[2] | b[3] << 8;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+      const float dl = d * float(ls - 32);
+      for (int j = 0; j < 16; ++j) {
+        out[32 * ib + j] = dl * kValues[b[8 + 16 * ib + j] & 0xF];
+        out[32 * ib + j + 16] = dl * kValues[b[8 + 16 * ib + j] >> 4];
+      }
+    }
+    return;
+  }
   if (f == DType::kIQ4_NL) {
     // gguf-py: d, then qs whose byte i holds the indices of elements i (low nibble) and
     // i + 16 (high) into ggml's kvalues_iq4nl; d * kvalues[index].
-    static const float kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     const float d = half(b);
     for (int j = 0; j < 16; ++j) {
       out[j] = d * kValues[b[2 + j] & 0xF];
@@ -122,7 +139,7 @@ std::vector<uint8_t> random_blocks(std::mt19937& rng, DType f, int64_t N, int64_
     uint8_t* blk = b.data() + off;
     if (f == DType::kQ6_K) {
       put_half(blk + 208);
-    } else if (f == DType::kQ5_0 || f == DType::kIQ4_NL) {
+    } else if (f == DType::kQ5_0 || f == DType::kIQ4_NL || f == DType::kIQ4_XS) {
       put_half(blk);
     } else {
       put_half(blk);

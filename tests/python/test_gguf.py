@@ -381,7 +381,7 @@ def refused(path, match, seconds=60):
     return str(e.value)
 
 
-@pytest.mark.parametrize("qtype", ["IQ4_XS", "TQ2_0", "MXFP4", "Q2_K", "Q3_K"])
+@pytest.mark.parametrize("qtype", ["IQ2_XS", "TQ2_0", "MXFP4", "Q2_K", "Q3_K"])
 def test_unsupported_tensor_types_are_named(tmp_path, no_model_built, qtype):
     """A type outside SUPPORTED_TYPES is refused naming the tensor and its type (never
     dequantized: no model config is even made)."""

@@ -75,6 +75,14 @@ struct BlockFmt {
     } else if constexpr (F == DType::kQ5_0 || F == DType::kIQ4_NL) {  // w = d * (q - z)
       s = d;
       o = __riscv_vfmul_vf_f32m4(d, -float(kTraits.implicit_zero), vl);
+    } else if constexpr (F == DType::kIQ4_XS) {  // s = d * (ls - 32), ls 6-bit; w = s * (q - 128)
+      using O = U8<vuint8m1_t>;
+      const uint8_t* sb = rec + kFields.scales * nb + j;
+      const vuint8m1_t hi = O::andi(O::srl(O::load(sb + (sub / 4) * nb, vl), 2 * (sub % 4), vl), 3, vl);
+      const vuint8m1_t lo = O::andi(O::srl(O::load(sb + (2 + sub / 2) * nb, vl), 4 * (sub % 2), vl), 0x0F, vl);
+      const vfloat32m4_t ls = __riscv_vfsub_vf_f32m4(u8_to_f32_m4(O::orv(lo, O::sll(hi, 4, vl), vl), vl), 32.0f, vl);
+      s = __riscv_vfmul_vv_f32m4(d, ls, vl);
+      o = __riscv_vfmul_vf_f32m4(s, -128.0f, vl);
     } else if constexpr (F == DType::kQ6_K) {
       const vint8m1_t sc = __riscv_vle8_v_i8m1(reinterpret_cast<const int8_t*>(rec + (kFields.scales + sub) * nb + j), vl);
       s = __riscv_vfmul_vv_f32m4(d, __riscv_vfwcvt_f_x_v_f32m4(__riscv_vsext_vf2_i16m2(sc, vl), vl), vl);
