@@ -23,7 +23,8 @@ enum {
 
 /* Element types. Also the weight formats of a packed layout: BF16 (2-byte elements),
  * INT8 and INT4 (quantized, with 16-bit scales of RVV_DTYPE_BF16 or RVV_DTYPE_F16), and
- * the GGUF block formats Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K (block_quant.h), kept as the file stores
+ * the GGUF block formats Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (block_quant.h),
+ * kept as the file stores
  * them. Every weight format is described by one line of weight_formats.inl. */
 enum {
   RVV_DTYPE_NONE = 0,
@@ -39,7 +40,9 @@ enum {
   RVV_DTYPE_Q5_0 = 10,
   RVV_DTYPE_Q5_1 = 11,
   RVV_DTYPE_IQ4_NL = 12,
-  RVV_DTYPE_IQ4_XS = 13
+  RVV_DTYPE_IQ4_XS = 13,
+  RVV_DTYPE_Q2_K = 14,
+  RVV_DTYPE_Q3_K = 15
 };
 
 /* How a weight format scales its integers (rvv_weight_format.scales). */
@@ -49,14 +52,16 @@ enum {
   RVV_SCALES_F16 = 2,       /* one f16 scale d per block (Q4_1, Q5_0, Q5_1) */
   RVV_SCALES_F16_SUB6 = 3,  /* f16 d per super-block x 6-bit unsigned sub-block scales (Q4_K, Q5_K) */
   RVV_SCALES_F16_SUB8 = 4,  /* f16 d per super-block x 8-bit signed sub-block scales (Q6_K) */
-  RVV_SCALES_F16_SUB6_M32 = 5 /* f16 d per super-block x (6-bit sub-block scale - 32) (IQ4_XS) */
+  RVV_SCALES_F16_SUB6_M32 = 5, /* f16 d per super-block x (6-bit sub-block scale - 32) (IQ4_XS, Q3_K) */
+  RVV_SCALES_F16_SUB4 = 6      /* f16 d per super-block x 4-bit unsigned sub-block scales (Q2_K) */
 };
 /* What a weight format adds to scale * q (rvv_weight_format.offset). */
 enum {
   RVV_OFFSET_NONE = 0,       /* w = s * q */
   RVV_OFFSET_ZERO = 1,       /* w = s * (q - z), z = implicit_zero, or stored with zero points (int4) */
   RVV_OFFSET_F16_MIN = 2,    /* w = d * q + m, f16 m per block (Q4_1, Q5_1) */
-  RVV_OFFSET_F16_SUB6_MIN = 3 /* w = d * sc * q - dmin * m, f16 dmin x 6-bit sub-block mins (Q4_K, Q5_K) */
+  RVV_OFFSET_F16_SUB6_MIN = 3, /* w = d * sc * q - dmin * m, f16 dmin x 6-bit sub-block mins (Q4_K, Q5_K) */
+  RVV_OFFSET_F16_SUB4_MIN = 4  /* w = d * sc * q - dmin * m, f16 dmin x 4-bit sub-block mins (Q2_K) */
 };
 
 /* How a stored integer becomes the q of the value formula (before scale and offset). */

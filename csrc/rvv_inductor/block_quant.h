@@ -1,4 +1,5 @@
-// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K;
+// Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K;
 // weight_formats.inl):
 // the file's blocks rearranged for the kernels, value for value and at the file's bytes
 // per weight (no re-quantization, no wider scales).
@@ -15,12 +16,17 @@
 //   Q5_1 (32 rows)   d f16 | m f16 | qh 4 | qs 16
 //   IQ4_NL (32 rows) d f16 | qs 16 (4-bit indices into kIq4NlValues)
 //   IQ4_XS (256 rows) d f16 | scales 6 (the file's scales_h u16, then scales_l 4) | qs 128
+//   Q2_K (256 rows)  d f16 | dmin f16 | scales 16 (the file's: scale | min << 4) | qs 64
+//   Q3_K (256 rows)  d f16 | scales 12 (the file's 6-bit packing) | qh 32 | qs 64
 //   Q4_K (256 rows)  d f16 | dmin f16 | scales 12 (the file's 6-bit packing) | qs 128
 //   Q5_K (256 rows)  d f16 | dmin f16 | scales 12 | qh 32 | qs 128
 //   Q6_K (256 rows)  d f16 | scales 16 (int8) | qh 64 | qs 128
 //
-//   qs  the low 4 bits: byte p holds row 2p in its low nibble and row 2p+1 in its high one
-//   qh  Q5_0, Q5_1, Q5_K: bit 4 of rows 8t..8t+7 in byte t (bit i: row 8t+i)
+//   qs  the low 4 bits: byte p holds row 2p in its low nibble and row 2p+1 in its high one;
+//       2 and 3 bits (Q2_K, Q3_K): the low 2 bits, byte p holding rows 4p..4p+3 (bits 2i,
+//       2i+1: row 4p+i)
+//   qh  Q5_0, Q5_1, Q5_K: bit 4 of rows 8t..8t+7 in byte t (bit i: row 8t+i); Q3_K the
+//       same for bit 2
 //       Q6_K: bits 4-5 of rows 4t..4t+3 in byte t (bits 2i, 2i+1: row 4t+i)
 //
 // Values (as gguf.dequantize computes them, every product exact in fp32):
@@ -32,6 +38,9 @@
 //                                             one byte) and w = d * (q - 128)
 //   IQ4_XS w = (d * (ls_j - 32)) * kIq4NlValues[i]   j = row / 32, ls_j 6-bit: the low 4 bits
 //                                             from scales_l, the high 2 from scales_h
+//   Q2_K  w = (d * sc_j) * q - dmin * m_j     j = row / 16, sc_j and m_j 4-bit, q 2-bit
+//   Q3_K  w = (d * (sc_j - 32)) * (q - 4)     j = row / 16, sc_j 6-bit, q 3-bit (the file's
+//                                             "hmask bit clear: subtract 4" as q = lo + 4 hbit)
 //   Q4_K  w = (d * sc_j) * q - dmin * m_j     j = row / 32, sc_j and m_j 6-bit
 //   Q5_K  the same with a 5-bit q
 //   Q6_K  w = (d * sc_j) * (q - 32)           j = row / 16, sc_j int8, q 6-bit
@@ -68,6 +77,8 @@ inline constexpr BlockRecordFields block_record_fields(DType f) {
     case DType::kQ5_1: return {0, 2, -1, 4, 8};
     case DType::kIQ4_NL: return {0, -1, -1, -1, 2};
     case DType::kIQ4_XS: return {0, -1, 2, -1, 8};
+    case DType::kQ2_K: return {0, 2, 4, -1, 20};
+    case DType::kQ3_K: return {0, -1, 2, 14, 46};
     case DType::kQ4_K: return {0, 2, 4, -1, 16};
     case DType::kQ5_K: return {0, 2, 4, 16, 48};
     case DType::kQ6_K: return {0, -1, 2, 18, 82};
@@ -127,6 +138,15 @@ inline int32_t file_q(DType f, const uint8_t* blk, int e) {
     case DType::kQ4_1: return (blk[4 + e % 16] >> (4 * (e / 16))) & 0xF;
     case DType::kIQ4_NL: return (blk[2 + e % 16] >> (4 * (e / 16))) & 0xF;  // d | qs: the index
     case DType::kIQ4_XS: return (blk[8 + 16 * (e / 32) + e % 16] >> (4 * ((e % 32) / 16))) & 0xF;
+    case DType::kQ2_K: {  // scales 16 | qs 64 | d | dmin; 128-row halves of 4 shifts x 32 bytes
+      const int h = e / 128, r = e % 128;
+      return (blk[16 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    }
+    case DType::kQ3_K: {  // hmask 32 | qs 64 | scales 12 | d; hmask bit e / 32 of byte e % 32
+      const int h = e / 128, r = e % 128;
+      const int lo = (blk[32 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      return lo | (((blk[e % 32] >> (e / 32)) & 1) << 2);
+    }
     case DType::kQ5_0:  // d | qh (u32, bit e: element e) | qs (elements e and e + 16 in byte e)
     case DType::kQ5_1: {  // d | m | qh | qs
       const int h = f == DType::kQ5_0 ? 2 : 4;
@@ -190,6 +210,14 @@ inline Status pack_gguf_blocks(DType f, const uint8_t* blocks, int64_t ldb, int6
           put16(rec, fl.d, nb, c, src), put16(rec, fl.dmin, nb, c, src + 2);
           for (int i = 0; i < 12; ++i) rec[(fl.scales + i) * nb + c] = src[4 + i];
           break;
+        case DType::kQ2_K:
+          put16(rec, fl.d, nb, c, src + 80), put16(rec, fl.dmin, nb, c, src + 82);
+          for (int i = 0; i < 16; ++i) rec[(fl.scales + i) * nb + c] = src[i];
+          break;
+        case DType::kQ3_K:
+          put16(rec, fl.d, nb, c, src + 108);
+          for (int i = 0; i < 12; ++i) rec[(fl.scales + i) * nb + c] = src[96 + i];
+          break;
         case DType::kIQ4_XS:
           put16(rec, fl.d, nb, c, src);
           for (int i = 0; i < 6; ++i) rec[(fl.scales + i) * nb + c] = src[2 + i];
@@ -202,6 +230,11 @@ inline Status pack_gguf_blocks(DType f, const uint8_t* blocks, int64_t ldb, int6
       }
       for (int e = 0; e < S; ++e) {
         const int q = file_q(f, src, e);
+        if (t->bits < 4) {
+          rec[(fl.qs + e / 4) * nb + c] |= uint8_t((q & 3) << (2 * (e % 4)));
+          if (t->bits == 3) rec[(fl.qh + e / 8) * nb + c] |= uint8_t(((q >> 2) & 1) << (e % 8));
+          continue;
+        }
         rec[(fl.qs + e / 2) * nb + c] |= uint8_t((q & 0xF) << (4 * (e % 2)));
         if (t->bits == 5) rec[(fl.qh + e / 8) * nb + c] |= uint8_t(((q >> 4) & 1) << (e % 8));
         if (f == DType::kQ6_K) rec[(fl.qh + e / 4) * nb + c] |= uint8_t(((q >> 4) & 3) << (2 * (e % 4)));
@@ -253,6 +286,17 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
     case DType::kQ5_1: return {d, f16_to_f32(get16(rec, fl.dmin, nb, c))};
     case DType::kQ5_0: return {d, -16.0f * d};
     case DType::kIQ4_NL: return {d, -128.0f * d};
+    case DType::kQ2_K: {
+      const uint8_t sc = rec[(fl.scales + row / 16) * nb + c];
+      return {d * float(sc & 0xF), -(f16_to_f32(get16(rec, fl.dmin, nb, c)) * float(sc >> 4))};
+    }
+    case DType::kQ3_K: {
+      const int j = row / 16;
+      const int lo = j < 8 ? rec[(fl.scales + j) * nb + c] & 0xF : rec[(fl.scales + j - 8) * nb + c] >> 4;
+      const int hi = (rec[(fl.scales + 8 + j % 4) * nb + c] >> (2 * (j / 4))) & 3;
+      const float s = d * float((lo | (hi << 4)) - 32);
+      return {s, -4.0f * s};
+    }
     case DType::kIQ4_XS: {
       const int j = row / 32;
       const int hi = (rec[(fl.scales + j / 4) * nb + c] >> (2 * (j % 4))) & 3;
@@ -280,6 +324,11 @@ inline BlockParams block_params(DType f, const uint8_t* rec, int64_t nb, int64_t
 // (unsigned, 0 .. 2^bits - 1), or for a lookup format the table's entry + 128.
 inline int32_t block_q(DType f, const uint8_t* rec, int64_t nb, int64_t c, int row) {
   const BlockRecordFields fl = block_record_fields(f);
+  if (weight_format(f)->bits < 4) {
+    int32_t q = (rec[(fl.qs + row / 4) * nb + c] >> (2 * (row % 4))) & 3;
+    if (weight_format(f)->bits == 3) q |= ((rec[(fl.qh + row / 8) * nb + c] >> (row % 8)) & 1) << 2;
+    return q;
+  }
   int32_t q = (rec[(fl.qs + row / 2) * nb + c] >> (4 * (row % 2))) & 0xF;
   if (weight_format(f)->lookup == RVV_LOOKUP_IQ4NL) return kIq4NlQ[q];
   if (weight_format(f)->bits == 5) q |= ((rec[(fl.qh + row / 8) * nb + c] >> (row % 8)) & 1) << 4;

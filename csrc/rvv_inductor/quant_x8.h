@@ -31,14 +31,16 @@
 // is that of a sum of (number of blocks [+ groups]) terms. Tests check both: the kernel
 // against FP64 on the quantized activations (tight) and on the bf16 ones (the bound).
 //
-// GGUF block formats (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; block_quant.h): a sub-block of 32 rows (Q6_K:
-// 16) has w = s * q + o with q in [0, 2c) stored unsigned, c = 2^(bits - 1). As integers
+// GGUF block formats (block_quant.h): a sub-block of 32 rows (Q2_K, Q3_K, Q6_K: 16) has
+// w = s * q + o with q in [0, 2c) stored unsigned, c = 2^(bits - 1) (a lookup format's q is
+// a byte: c = 128). As integers
 // q' = q - c in [-c, c), so w = s * q' + o' with o' = fma(s, c, o) (Q6_K: o = -32 s, so o'
 // is 0 and its term is left out). Per output, for each sub-block in K order (activation
 // block b holds one sub-block, or two for Q6_K):
 //     isum = sum_{k in the sub-block} x_q[m, k] * q'[n, k]          exact integers
 //     acc  = fma(s, dx[m, b] * float(isum), acc)
 //     acc  = fma(o', xs[m, b], acc)        xs[m, b] = dx[m, b] * float(sum_{k in b} x_q)
+// (a 16-row sub-block with an offset, Q2_K's: the sum over the sub-block's rows only).
 // |x_q * q'| <= 127 c, so int16 holds a run of 32 / 16 / 8 rows at 4 / 5 / 6 bits (the
 // RVV kernel widens each run into an int32 sub-block sum); |isum| < 2^24, float(isum) is
 // exact. The error bound is the INT4/INT8 one above, with the file's weights.
@@ -214,11 +216,17 @@ inline Status linear_block_quant_x8_ref(const LinearOperands& a) {
       const uint8_t* rec = blk + (k0 / S) * rec_bytes;
       const int row = int(k0 % S);
       const BlockParams p = block_params(f, rec, nb, j, row);
-      int32_t isum = 0;
-      for (int i = 0; i < R; ++i) isum += int32_t(xq[k0 + i]) * (block_q(f, rec, nb, j, row + i) - c);
+      int32_t isum = 0, xsum = 0;
+      for (int i = 0; i < R; ++i) {
+        isum += int32_t(xq[k0 + i]) * (block_q(f, rec, nb, j, row + i) - c);
+        xsum += xq[k0 + i];
+      }
       const int64_t bi = k0 / kX8BlockRows;
       acc = std::fma(p.scale, dx[bi] * float(isum), acc);
-      if (x8_has_offset(f)) acc = std::fma(std::fma(p.scale, float(c), p.offset), std::fma(dx[bi], float(qsum[bi]), 0.0f), acc);
+      // The offset meets the x_q sum of its sub-block: the activation block's (qsum) when a
+      // sub-block is one, else its own rows' (Q2_K's 16).
+      const int32_t xs = R < kX8BlockRows ? xsum : qsum[bi];
+      if (x8_has_offset(f)) acc = std::fma(std::fma(p.scale, float(c), p.offset), std::fma(dx[bi], float(xs), 0.0f), acc);
     }
     return acc;
   });

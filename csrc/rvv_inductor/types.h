@@ -36,6 +36,8 @@ enum class DType : int32_t {
   kQ5_1 = RVV_DTYPE_Q5_1,
   kIQ4_NL = RVV_DTYPE_IQ4_NL,
   kIQ4_XS = RVV_DTYPE_IQ4_XS,
+  kQ2_K = RVV_DTYPE_Q2_K,
+  kQ3_K = RVV_DTYPE_Q3_K,
 };
 
 enum class KernelPath : int {

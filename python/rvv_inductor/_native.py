@@ -239,7 +239,7 @@ def quant_layout(fmt: int, group_size: int, scale_dtype: int, zero_points: bool,
 
 
 def block_layout(fmt: int, n: int, k: int, nb: int) -> PackedLayout:
-    """The descriptor of W[n, k] in a GGUF block format (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, the K-quants: the
+    """The descriptor of W[n, k] in a GGUF block format (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, the K-quants Q2_K to Q6_K: the
     format's super-block fixes the rest); NativeCallError when k is not whole super-blocks."""
     lay = PackedLayout()
     check(lib().rvv_block_layout(fmt, n, k, nb, ctypes.byref(lay)), "block layout")

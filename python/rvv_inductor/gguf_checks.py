@@ -46,7 +46,8 @@ ARCHITECTURES = ("qwen2", "llama")
 # (weight_formats.inl; load_gguf packs each from its table entry): this module reads no
 # library, so the list is written out, and tests/python/glue/test_native.py checks it
 # against the table.
-SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K")
+SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K",
+                   "Q4_K", "Q5_K", "Q6_K")
 # A block's Linear weights (GGUF names), the ones a Llama attention_bias gives biases to.
 _BLOCK_LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 # Sanity bounds for values no tensor pins down.

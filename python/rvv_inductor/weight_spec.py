@@ -3,7 +3,8 @@ points parse: ``compile_linears(weights=..., group_size=..., keep_bf16=..., acti
 (regional) and ``enable(...)`` (whole-model freezing, ``inductor/quant_lowering.py``).
 
 The formats a BF16 weight can be quantized to are ``policy.WEIGHT_FORMATS`` (bf16, int8,
-int4: the reference quantizer's). The GGUF block formats (q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q4_k, q5_k, q6_k, the
+int4: the reference quantizer's). The GGUF block formats (q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k,
+q5_k, q6_k, the
 library's ``weight_formats.inl``) are not targets: they come only from files, packed from
 their blocks (``load_gguf``), and ``WeightSpec`` says so when asked for one.
 
@@ -21,7 +22,7 @@ from .policy import (DEFAULT_ACTIVATIONS, DEFAULT_GROUP_SIZE, GROUP_SIZES, WEIGH
                      resolve_activations, x8_applies)
 
 # The GGUF block formats' names (weight_formats.inl), for the hint that they come from files.
-BLOCK_FORMAT_NAMES = ("q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q4_k", "q5_k", "q6_k")
+BLOCK_FORMAT_NAMES = ("q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
 # How keep_bf16 names weights: module-name patterns, or the weights' storage.
 KEEP_BY_NAME, KEEP_BY_TENSOR = "name", "tensor"
 

@@ -1,4 +1,5 @@
-// The GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q4_K, Q5_K, Q6_K; block_quant.h,
+// The GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
+// block_quant.h,
 // weight_formats.inl):
 // packing from random file blocks against an independent decoder of the file format
 // (written from gguf-py's dequantize, not from block_quant.h), bit for bit; every kernel
@@ -32,7 +33,7 @@ using quantcase::Variant;
 using quantcase::variants_for;
 
 const DType kFormats[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS,
-                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                          DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 float half(const uint8_t* p) {
   uint16_t h;
@@ -48,6 +49,33 @@ void file_dequant(DType f, const uint8_t* b, float* out) {
     for (int i = 0; i < 16; ++i) {
       out[i] = d * float(b[4 + i] & 0xF) + m;
       out[i + 16] = d * float(b[4 + i] >> 4) + m;
+    }
+    return;
+  }
+  if (f == DType::kQ2_K) {
+    // gguf-py: scales 16 | qs 64 | d | dmin. Sub-block j (16 values) has dl = d * (scales[j]
+    // & 15), ml = dmin * (scales[j] >> 4); value e sits in qs[32 (e / 128) + e % 32] at
+    // shift 2 ((e % 128) / 32); dl * q - ml.
+    const float d = half(b + 80), dmin = half(b + 82);
+    for (int e = 0; e < 256; ++e) {
+      const int q = (b[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      const uint8_t sc = b[e / 16];
+      out[e] = (d * float(sc & 0xF)) * float(q) - dmin * float(sc >> 4);
+    }
+    return;
+  }
+  if (f == DType::kQ3_K) {
+    // gguf-py: hmask 32 | qs 64 | scales 12 | d. Scale j: the low nibble of byte j (j < 8)
+    // or the high nibble of byte j - 8, with bits 2 (j / 4) of byte 8 + j % 4 above it, minus
+    // 32; value e: the 2 bits of qs as Q2_K's, minus 4 when bit e / 32 of hmask[e % 32] is 0.
+    const uint8_t* sc = b + 96;
+    const float d = half(b + 108);
+    for (int e = 0; e < 256; ++e) {
+      const int j = e / 16;
+      const int ls = (j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4) | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+      const int lo = (b[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      const int q = lo - (((b[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+      out[e] = (d * float(ls - 32)) * float(q);
     }
     return;
   }
@@ -139,6 +167,11 @@ std::vector<uint8_t> random_blocks(std::mt19937& rng, DType f, int64_t N, int64_
     uint8_t* blk = b.data() + off;
     if (f == DType::kQ6_K) {
       put_half(blk + 208);
+    } else if (f == DType::kQ2_K) {
+      put_half(blk + 80);
+      put_half(blk + 82);
+    } else if (f == DType::kQ3_K) {
+      put_half(blk + 108);
     } else if (f == DType::kQ5_0 || f == DType::kIQ4_NL || f == DType::kIQ4_XS) {
       put_half(blk);
     } else {

@@ -30,6 +30,8 @@ R on_format(const ri::PackedLayout& l, const Fn& fn, R other) {
     case ri::DType::kQ5_1: return fn(Format<ri::DType::kQ5_1>{});
     case ri::DType::kIQ4_NL: return fn(Format<ri::DType::kIQ4_NL>{});
     case ri::DType::kIQ4_XS: return fn(Format<ri::DType::kIQ4_XS>{});
+    case ri::DType::kQ2_K: return fn(Format<ri::DType::kQ2_K>{});
+    case ri::DType::kQ3_K: return fn(Format<ri::DType::kQ3_K>{});
     case ri::DType::kQ4_K: return fn(Format<ri::DType::kQ4_K>{});
     case ri::DType::kQ5_K: return fn(Format<ri::DType::kQ5_K>{});
     case ri::DType::kQ6_K: return fn(Format<ri::DType::kQ6_K>{});

@@ -262,9 +262,10 @@ def test_llama_unpermute(tmp_path):
 
 
 def test_more_bad_files(tmp_path):
-    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type Q3_K"):
-        q3k = np.random.default_rng(0).integers(0, 256, (FF, H // 256 * 110), dtype=np.uint8)
-        load_gguf(write_gguf(tmp_path / "q3k.gguf", raw={"blk.0.ffn_up.weight": (Q.Q3_K, q3k)}))
+    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight has type IQ3_S"):
+        block, size = gguf.GGML_QUANT_SIZES[Q.IQ3_S]
+        iq3 = np.random.default_rng(0).integers(0, 256, (FF, H // block * size), dtype=np.uint8)
+        load_gguf(write_gguf(tmp_path / "iq3s.gguf", raw={"blk.0.ffn_up.weight": (Q.IQ3_S, iq3)}))
     with pytest.raises(GGUFError, match="attn_q.weight is \\[128, 256\\], the model expects \\[256, 256\\]"):
         small = gguf.quantize(np.zeros((128, H), np.float32), Q.Q8_0)
         load_gguf(write_gguf(tmp_path / "shape.gguf", raw={"blk.1.attn_q.weight": (Q.Q8_0, small)}))
@@ -381,7 +382,7 @@ def refused(path, match, seconds=60):
     return str(e.value)
 
 
-@pytest.mark.parametrize("qtype", ["IQ2_XS", "TQ2_0", "MXFP4", "Q2_K", "Q3_K"])
+@pytest.mark.parametrize("qtype", ["IQ2_XS", "IQ3_S", "TQ2_0", "MXFP4"])
 def test_unsupported_tensor_types_are_named(tmp_path, no_model_built, qtype):
     """A type outside SUPPORTED_TYPES is refused naming the tensor and its type (never
     dequantized: no model config is even made)."""

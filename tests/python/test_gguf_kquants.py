@@ -1,7 +1,7 @@
 """load_gguf on the files users have: K-quant mixes made the way a user makes them.
 
 A small random Qwen2/Llama model is written as an F32 GGUF (test_gguf.write_gguf), then
-quantized by Debian's ``llama-quantize`` to Q4_K_M / Q5_K_M / Q4_1 / IQ4_NL / IQ4_XS (the file then mixes
+quantized by Debian's ``llama-quantize`` to Q4_K_M / Q5_K_M / Q4_1 / IQ4_NL / IQ4_XS / Q2_K / Q3_K_M (the file then mixes
 Q4_K or Q5_K with Q6_K, as llama.cpp's mixes do). The loaded model must hold every Linear
 in its file's format, its weights equal to gguf's ``dequantize`` bit for bit, and give the
 logits of a twin holding those dequantized weights in FP32 (4 BF16 ulps, on the FP path:
@@ -105,6 +105,8 @@ def q4_k_m(tmp_path_factory):
     ("qwen2", "Q4_1", {"q4_1"}),
     ("llama", "IQ4_NL", {"iq4_nl"}),
     ("qwen2", "IQ4_XS", {"iq4_xs"}),
+    ("qwen2", "Q2_K", {"q2_k"}),
+    ("llama", "Q3_K_M", {"q3_k"}),
 ])
 def test_llama_quantize_mix_loads_bit_exact(tmp_path, q4_k_m, arch, ftype, expect):
     path = q4_k_m if (arch, ftype) == ("qwen2", "Q4_K_M") else quantize_file(tmp_path, arch, ftype)

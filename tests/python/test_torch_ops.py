@@ -43,7 +43,7 @@ def weights():
     return out, bias
 
 
-BLOCK_FORMATS = ["q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q4_k", "q5_k", "q6_k"]
+BLOCK_FORMATS = ["q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 
 
 def test_block_format_list_is_the_tables():

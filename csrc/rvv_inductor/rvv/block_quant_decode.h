@@ -75,6 +75,20 @@ struct BlockFmt {
     } else if constexpr (F == DType::kQ5_0 || F == DType::kIQ4_NL) {  // w = d * (q - z)
       s = d;
       o = __riscv_vfmul_vf_f32m4(d, -float(kTraits.implicit_zero), vl);
+    } else if constexpr (F == DType::kQ2_K) {  // scale byte: 4-bit sc | 4-bit min << 4
+      using O = U8<vuint8m1_t>;
+      const vuint8m1_t b = O::load(rec + (kFields.scales + sub) * nb + j, vl);
+      s = __riscv_vfmul_vv_f32m4(d, u8_to_f32_m4(O::andi(b, 0x0F, vl), vl), vl);
+      o = __riscv_vfneg_v_f32m4(
+          __riscv_vfmul_vv_f32m4(f16_m4(rec, nb, kFields.dmin, j, vl), u8_to_f32_m4(O::srl(b, 4, vl), vl), vl), vl);
+    } else if constexpr (F == DType::kQ3_K) {  // s = d * (sc - 32), sc 6-bit; w = s * (q - 4)
+      using O = U8<vuint8m1_t>;
+      const uint8_t* sb = rec + kFields.scales * nb + j;
+      const vuint8m1_t lo = sub < 8 ? O::andi(O::load(sb + sub * nb, vl), 0x0F, vl) : O::srl(O::load(sb + (sub - 8) * nb, vl), 4, vl);
+      const vuint8m1_t hi = O::andi(O::srl(O::load(sb + (8 + sub % 4) * nb, vl), 2 * (sub / 4), vl), 3, vl);
+      const vfloat32m4_t sc = __riscv_vfsub_vf_f32m4(u8_to_f32_m4(O::orv(lo, O::sll(hi, 4, vl), vl), vl), 32.0f, vl);
+      s = __riscv_vfmul_vv_f32m4(d, sc, vl);
+      o = __riscv_vfmul_vf_f32m4(s, -4.0f, vl);
     } else if constexpr (F == DType::kIQ4_XS) {  // s = d * (ls - 32), ls 6-bit; w = s * (q - 128)
       using O = U8<vuint8m1_t>;
       const uint8_t* sb = rec + kFields.scales * nb + j;
@@ -131,11 +145,33 @@ struct BlockFmt {
         lo_hi(i, q0, q1);
         fn(q0, q1, i);
       }
+    } else if constexpr (kTraits.bits < 4) {
+      // Q2_K, Q3_K: qs byte u holds the low 2 bits of rows 4u..4u+3 (row pairs 2u, 2u + 1);
+      // Q3_K's third bit comes from qh byte t (rows 8t..8t+7, bit i: row 8t + i) into bit 2.
+      const uint8_t* q2 = rec + (kFields.qs + sub * (kSubRows / 4)) * nb + j;
+      for (int t = 0; t < kSubRows / 8; ++t) {
+        V h{};
+        if constexpr (kTraits.bits == 3) h = O::load(rec + (kFields.qh + sub * (kSubRows / 8) + t) * nb + j, vl);
+        auto quad = [&](auto half) {
+          constexpr int b = 4 * decltype(half)::value;  // the quad's first row inside qh byte t
+          const V v = O::load(q2 + (2 * t + decltype(half)::value) * nb, vl);
+          V q0 = O::andi(v, 3, vl), q1 = O::andi(O::srl(v, 2, vl), 3, vl);
+          V q2v = O::andi(O::srl(v, 4, vl), 3, vl), q3 = O::srl(v, 6, vl);
+          if constexpr (kTraits.bits == 3) {
+            q0 = O::orv(q0, bits_to<b, 2>(h, 4, vl), vl), q1 = O::orv(q1, bits_to<b + 1, 2>(h, 4, vl), vl);
+            q2v = O::orv(q2v, bits_to<b + 2, 2>(h, 4, vl), vl), q3 = O::orv(q3, bits_to<b + 3, 2>(h, 4, vl), vl);
+          }
+          const int i = 4 * t + 2 * decltype(half)::value;
+          fn(q0, q1, i);
+          fn(q2v, q3, i + 1);
+        };
+        quad(IntC<0>{}), quad(IntC<1>{});
+      }
     } else {
       // 5 bits (Q5_0, Q5_1, Q5_K: H = 1 high bit per row, from bit 4 of qh) and Q6_K (H = 2,
       // bits 4-5): qh byte u holds the high bits of kPairs row pairs, pair p's two rows at
       // bits 2Hp and 2Hp + H.
-      static_assert(kTraits.bits == 5 || kTraits.bits == 6, "a block format of 4, 5 or 6 bits");
+      static_assert(kTraits.bits == 5 || kTraits.bits == 6, "a block format of 2 to 6 bits");
       constexpr int H = kTraits.bits - 4, kPairs = 4 / H;
       constexpr uint8_t kMask = uint8_t(((1 << H) - 1) << 4);
       const uint8_t* qh = rec + (kFields.qh + sub * (kSubRows / (2 * kPairs))) * nb + j;

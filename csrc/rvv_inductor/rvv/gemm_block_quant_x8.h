@@ -104,7 +104,12 @@ template <int MR, DType F>
 RVV_X8_INLINE void x8_tile_block(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_t& c2, vfloat32m4_t& c3,
                                   const int8_t* panel, const int8_t* xq, const float* dx, int64_t ldd, int64_t nbk,
                                   const float* xs, int64_t ldxs, const float* s, const float* o, size_t vl) {
-  constexpr int R = weight_format(F)->block_rows, L = x8_int16_rows(F), kSubs = int(kX8BlockRows) / R;
+  // A run is the sub-block at most (2 and 3 bits: int16 would hold 128 / 64 rows).
+  constexpr int R = weight_format(F)->block_rows, L = x8_int16_rows(F) < R ? x8_int16_rows(F) : R;
+  constexpr int kSubs = int(kX8BlockRows) / R;
+  // xs: one sum per activation block, or per sub-block where those are shorter and the
+  // format has an offset term (x8_geometry's gr).
+  constexpr int kXs = x8_has_offset(F) && R < int(kX8BlockRows) ? kSubs : 1;
   static_assert(R % L == 0 && kX8BlockRows % R == 0, "sub-blocks of whole int16 runs inside one activation block");
   for (int64_t bi = 0; bi < nbk; ++bi) {
     const float* d = dx + bi;
@@ -141,7 +146,7 @@ RVV_X8_INLINE void x8_tile_block(vfloat32m4_t& c0, vfloat32m4_t& c1, vfloat32m4_
       }
       if constexpr (x8_has_offset(F)) {
         const vfloat32m4_t ov = __riscv_vle32_v_f32m4(o + (bi * kSubs + h) * int64_t(vl), vl);
-#define X8B_OFFSET(r) c##r = __riscv_vfmacc_vf_f32m4(c##r, xs[r * ldxs + bi], ov, vl)
+#define X8B_OFFSET(r) c##r = __riscv_vfmacc_vf_f32m4(c##r, xs[r * ldxs + bi * kXs + (kXs > 1 ? h : 0)], ov, vl)
         X8_ROWS(X8B_OFFSET);
 #undef X8B_OFFSET
       }

@@ -84,9 +84,11 @@ struct X8Geometry {
 template <DType kFormat>
 inline X8Geometry x8_geometry(const PackedLayout& l, int64_t K, int64_t nb) {
   if constexpr (is_block_format(kFormat)) {
-    const int64_t S = weight_format(kFormat)->super_rows;
-    return {kX8BlockRows, weight_format(kFormat)->block_rows, K / S * block_record_bytes(kFormat, nb), kX8BlockRows,
-            true, x8_has_offset(kFormat)};
+    // The offset term needs the x sums of its sub-block: per activation block, or per
+    // sub-block where a sub-block is shorter (Q2_K: 16 rows).
+    const int64_t S = weight_format(kFormat)->super_rows, R = weight_format(kFormat)->block_rows;
+    const int64_t gr = x8_has_offset(kFormat) && R < kX8BlockRows ? R : kX8BlockRows;
+    return {gr, R, K / S * block_record_bytes(kFormat, nb), kX8BlockRows, true, x8_has_offset(kFormat)};
   } else {
     const QuantSpec q = quant_spec_of(l);
     const int64_t gr = quant_group_rows(q, K);
@@ -148,7 +150,10 @@ inline void x8_quantize_block(const LinearOperands& a, int64_t mb, int64_t mb_en
       const int64_t kk = k0 + bi * kX8BlockRows;
       const int64_t n = k1 - kk < kX8BlockRows ? (k1 > kk ? k1 - kk : 0) : kX8BlockRows;
       int8_t* out = base + bi * kX8BlockRows * rows;
-      int32_t qs = 0;
+      // The block's x_q sums: one per block, or one per gr-row run where gr < 32 (the
+      // 16-row sub-blocks of a format whose offset term needs them: at most 2 runs).
+      int32_t qs[2] = {0, 0};
+      const int64_t runs = gr < kX8BlockRows ? kX8BlockRows / gr : 1, run = gr < kX8BlockRows ? gr : kX8BlockRows;
       float dxv = 0.0f;
       if (n > 0) {
         // e32 m8 holds 32 elements at every VLEN >= 128.
@@ -159,7 +164,12 @@ inline void x8_quantize_block(const LinearOperands& a, int64_t mb, int64_t mb_en
         const X8BlockScale s = x8_block_scale(amax);
         const vint16m4_t q16 = __riscv_vfncvt_x_f_w_i16m4_rm(__riscv_vfmul_vf_f32m8(v, s.inv, vl), __RISCV_FRM_RNE, vl);
         __riscv_vsse8_v_i8m2(out, rows, __riscv_vncvt_x_x_w_i8m2(q16, vl), vl);
-        if (group_sums) qs = __riscv_vmv_x_s_i32m1_i32(__riscv_vwredsum_vs_i16m4_i32m1(q16, izero, vl));
+        if (group_sums)
+          for (int64_t r = 0; r < runs && r * run < n; ++r) {
+            const size_t vr = size_t(n - r * run < run ? n - r * run : run);
+            qs[r] = __riscv_vmv_x_s_i32m1_i32(
+                __riscv_vwredsum_vs_i16m4_i32m1(__riscv_vslidedown_vx_i16m4(q16, size_t(r * run), vl), izero, vr));
+          }
         dxv = s.dx;
       }
       if (n < kX8BlockRows) {
@@ -167,10 +177,11 @@ inline void x8_quantize_block(const LinearOperands& a, int64_t mb, int64_t mb_en
         __riscv_vsse8_v_i8m2(out + n * rows, rows, __riscv_vmv_v_x_i8m2(0, vz), vz);
       }
       sc.dx[i * nbk + bi] = dxv;
-      if (group_sums && n > 0) {
-        float& g = xs[(kk - k0) / gr];
-        g = std::fma(dxv, float(qs), g);
-      }
+      if (group_sums && n > 0)
+        for (int64_t r = 0; r < runs && r * run < n; ++r) {
+          float& g = xs[(kk - k0 + r * run) / gr];
+          g = std::fma(dxv, float(qs[r]), g);
+        }
     }
   }
 }

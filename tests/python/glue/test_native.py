@@ -54,6 +54,6 @@ def test_gguf_types_follow_the_format_table(native):
     from rvv_inductor import gguf_checks, weight_spec
 
     blocks = {f["gguf_type"]: name for name, f in _native.weight_formats().items() if f["record_bytes"] > 0}
-    assert {"Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q4_K", "Q5_K", "Q6_K"} <= set(blocks)
+    assert {"Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"} <= set(blocks)
     assert set(gguf_checks.SUPPORTED_TYPES) == {"F32", "F16", "BF16", "Q8_0", "Q4_0"} | set(blocks)
     assert set(weight_spec.BLOCK_FORMAT_NAMES) == set(blocks.values())
