@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import subprocess
+import sys
 
 import torch
 from torch._inductor import config as inductor_config
@@ -83,6 +85,19 @@ class VecRVV(cpu_vec_isa.VecISA):
     def __bool__(self) -> bool:
         return _probe_ok(self._arch_flags, inductor_config.cpp.vec_isa_ok)
 
+    def _probe_load(self, output_path: str) -> bool:
+        # Inductor's dlopen probe gives its child python 60 s. Under emulation, beside other
+        # emulated jobs, a python start alone can take longer, and a timeout would leave the
+        # process without the RVV ISA for good (the answer is cached): 600 s here, the
+        # bound this package's other emulated subprocesses have.
+        cmd = [sys.executable, "-c", cpu_vec_isa.VecISA._avx_py_load.replace("__lib_path__", output_path)]
+        try:
+            subprocess.run(cmd, stderr=subprocess.DEVNULL, env=self._build_probe_env(), timeout=600, check=True)
+        except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as e:
+            log.warning("rvv_inductor: loading the RVV build probe failed: %s", e)
+            return False
+        return True
+
 
 def make_vec_rvv(info: cpu.CpuInfo) -> VecRVV:
     """A VecRVV whose flags describe exactly what detection found."""
@@ -102,6 +117,9 @@ def _probe_ok(arch_flags: str, vec_isa_ok: bool | None) -> bool:
     isa._arch_flags = arch_flags
     try:
         ok = isa.check_build(_PROBE % {"bits": GENERIC_VEC_BITS})
+        # Once more on failure: a CI run (2026-12-07, QEMU 10, three emulated jobs) saw the
+        # probe fail once where it passes alone; the answer is cached for the process.
+        ok = ok or isa.check_build(_PROBE % {"bits": GENERIC_VEC_BITS})
     except InvalidCxxCompiler as e:  # no C++ compiler: Inductor cannot build anything, RVV or not
         log.warning("rvv_inductor: no C++ compiler for Inductor (%s); the RVV ISA is not offered", e)
         return False
