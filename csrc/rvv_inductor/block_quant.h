@@ -1,6 +1,5 @@
 // Packed layout of the GGUF block formats (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K;
-// weight_formats.inl):
+// Q5_K, Q6_K; weight_formats.inl):
 // the file's blocks rearranged for the kernels, value for value and at the file's bytes
 // per weight (no re-quantization, no wider scales).
 //

@@ -167,8 +167,9 @@ inline void x8_quantize_block(const LinearOperands& a, int64_t mb, int64_t mb_en
         if (group_sums)
           for (int64_t r = 0; r < runs && r * run < n; ++r) {
             const size_t vr = size_t(n - r * run < run ? n - r * run : run);
-            qs[r] = __riscv_vmv_x_s_i32m1_i32(
-                __riscv_vwredsum_vs_i16m4_i32m1(__riscv_vslidedown_vx_i16m4(q16, size_t(r * run), vl), izero, vr));
+            // (The first run needs no slide: one reduction per block, as before runs.)
+            const vint16m4_t part = r == 0 ? q16 : __riscv_vslidedown_vx_i16m4(q16, size_t(r * run), vl);
+            qs[r] = __riscv_vmv_x_s_i32m1_i32(__riscv_vwredsum_vs_i16m4_i32m1(part, izero, vr));
           }
         dxv = s.dx;
       }
