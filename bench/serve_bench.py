@@ -64,10 +64,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "bench"))
 
 from rvv_inductor import policy  # noqa: E402
 from rvv_inductor.demo import calibration  # noqa: E402  (torch-free)
 from rvv_inductor.demo import estimate  # noqa: E402  (torch-free)
+import serve_timeline  # noqa: E402  (bench/, torch-free)
 
 LEVELS = (1, 2, 4, 8)
 TTFT_REGION_BASE = 8  # the first-token window of level c is region 8 + c (serve_region.c takes 1..16)
@@ -79,6 +81,14 @@ DEFAULT_SERVERS = ("rvv-cb", "llama")
 # "1.5b" with its real vocabulary (the lm_head alone is 467 MB), "1.5b-v2k" with the tiny
 # config's 2048 tokens, so the decoder layers' weights (94 MB each) set the bytes per step,
 # as they do in the whole model, and an emulated run stays within an hour.
+# --workload mixed (issue 42): per level, requests drawn from a fixed seed (prompt and new
+# tokens uniform in these ranges), sent by c closed-loop clients (each sends its next request
+# when its previous one is answered); a distinct set of prompts warms the server up.
+MIXED = {"seed": 42, "prompt": (32, 512), "new": (16, 128), "requests": {1: 4, 2: 4, 4: 8, 8: 16},
+         "warm_up": 8, "warm_up_new": 4}
+# The other depths of a run only feed the per-layer fit (bench/serve_timeline.py): the same
+# kinds of steps (prefills of 32-512 tokens, batches of 1-8 sequences), fewer of them.
+MIXED_FIT = dict(MIXED, new=(16, 32), requests={1: 1, 2: 2, 4: 4, 8: 8})
 CONFIGS = {"tiny": ("tiny", None, {}), "small": ("small", None, {}), "1.5b": ("qwen2.5-1.5b", 1, {}),
            "1.5b-v2k": ("qwen2.5-1.5b", 2, {"vocab_size": 2048})}
 
@@ -216,6 +226,27 @@ def write_gguf(model, work: Path, fmt: str, V: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- host side
+def mixed_requests(vocab: int, levels=LEVELS, spec: dict = MIXED) -> dict:
+    """The mixed workload: {"warm_up": [(ids, new)], c: [(ids, new), ...]} from spec["seed"];
+    token ids in 1..vocab-2 (the benchmark tokenizer's words t1..t{V-2}; every prompt
+    distinct, so the server's prefix cache finds nothing to share)."""
+    import random
+
+    rng = random.Random(spec["seed"])
+    lo, hi = spec["prompt"]
+    nlo, nhi = spec["new"]
+
+    def one(new=None):
+        return [rng.randint(1, vocab - 2) for _ in range(rng.randint(lo, hi))], new or rng.randint(nlo, nhi)
+
+    out = {"warm_up": [one(spec["warm_up_new"]) for _ in range(spec["warm_up"])]}
+    for c in LEVELS:  # every level drawn, so a subset of levels gets the same requests
+        reqs = [one() for _ in range(spec["requests"].get(c, 0))]
+        if c in levels:
+            out[c] = reqs
+    return out
+
+
 def _env_file() -> dict:
     cache = Path(os.environ.get("RVV_INDUCTOR_CACHE") or
                  Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rvv-inductor")
@@ -278,8 +309,14 @@ class Run:
     """One server under the plugin: start, warm up, count the levels, stop."""
 
     def __init__(self, kind: str, work: Path, lib: Path, threads: int, log, profile: Path | None = None,
-                 fmt: str = "bf16") -> None:
+                 fmt: str = "bf16", mixed: bool = False) -> None:
         self.kind, self.work, self.lib, self.threads, self.log, self.fmt = kind, work, lib, threads, log, fmt
+        self.mixed = mixed
+        # --workload mixed: one Inductor cache for every depth of a config (the layers share
+        # one graph, whatever their number), warmed by warm_cache() without the plugin
+        self.inductor_cache = (work.parent / f"{work.name.rsplit('-L', 1)[0]}-inductor-cache" if mixed
+                               else work / "inductor-cache")
+        self.steps_log = work / f"steps-{kind}-t{threads}.jsonl"
         self.profile = profile
         self.port = _free_port()
         self.plugin_out = work / f"plugin-{kind}.json"
@@ -288,7 +325,7 @@ class Run:
     def guest_argv(self) -> list[str]:
         w = self.work
         if self.kind == "llama":
-            nctx = max(LEVELS) * 128
+            nctx = max(LEVELS) * (MIXED["prompt"][1] + MIXED["new"][1] if self.mixed else 128)
             return ["llama-server", "-m", str(w / f"model-{self.fmt}.gguf"), "--host", "127.0.0.1", "--port", str(self.port),
                     "-t", str(self.threads), "-tb", str(self.threads), "-np", str(max(LEVELS)), "-c", str(nctx),
                     "--no-warmup", "--poll", "0"]
@@ -300,7 +337,11 @@ class Run:
                 "--ready-file", str(w / f"ready-{self.kind}.json"), "--tokenizer", str(w / "tokenizer")]
         if self.kind == "rvv-seq":
             argv += ["--no-continuous-batching"]
-        if self.kind == "rvv-cb":
+        if self.kind == "rvv-cb" and self.mixed:
+            # 8 requests of up to 512 + 128 tokens: 5 blocks of 128 each, 40 in all (64 with
+            # room); a batch of up to 512 tokens, llama-server's default micro-batch.
+            argv += ["--cb-block-size", "128", "--cb-num-blocks", "64", "--cb-max-batch-tokens", "512"]
+        elif self.kind == "rvv-cb":
             # Fixed paged-cache sizes: transformers otherwise derives them from the free memory
             # of the moment (on a shared machine that gave batches of 0 tokens); 8 requests of
             # 32 + 16 tokens fit one block of 128 each, and 256 tokens prefill all 8 prompts at once.
@@ -321,12 +362,47 @@ class Run:
                    + (f",profile={self.profile}" if self.profile else ""))
         guest_env = [f"LD_PRELOAD={self.lib}", f"RVV_REGION_FIFO={self.work / f'fifo-{self.kind}'}",
                      "OMP_WAIT_POLICY=passive", f"OMP_NUM_THREADS={self.threads}",
-                     f"TORCHINDUCTOR_CACHE_DIR={self.work / 'inductor-cache'}"]
+                     f"TORCHINDUCTOR_CACHE_DIR={self.inductor_cache}"]
+        if self.mixed and self.kind != "llama":  # per-step regions (bench/serve_steps/sitecustomize.py)
+            if self.steps_log.exists():
+                self.steps_log.unlink()
+            guest_env += [f"RVV_STEP_LOG={self.steps_log}",
+                          f"PYTHONPATH={REPO / 'bench' / 'serve_steps'}:{REPO / 'python'}"]
         cmd = [str(REPO / "scripts" / "rv64"), "--vlen", "256", "env", *guest_env, *self.guest_argv()]
         self.log(f"{self.kind}: starting: {shlex.join(self.guest_argv())}")
         self.t_start = time.monotonic()
         self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.logfile, "w"), stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+
+    def warm_cache(self) -> None:
+        """Starts our server once under the plain emulator (no plugin, several times faster)
+        until it is ready, so that its compiles land in the Inductor cache; the counted start
+        after it compiles nothing (serve's warm restart)."""
+        mark = self.inductor_cache / f".warm-{self.fmt}-t{self.threads}"
+        if self.kind == "llama" or mark.exists():
+            return
+        self.inductor_cache.mkdir(parents=True, exist_ok=True)
+        argv = self.guest_argv()
+        cmd = [str(REPO / "scripts" / "rv64"), "--vlen", "256", "env", "OMP_WAIT_POLICY=passive",
+               f"OMP_NUM_THREADS={self.threads}", f"TORCHINDUCTOR_CACHE_DIR={self.inductor_cache}", *argv]
+        self.log(f"{self.kind}: warming the Inductor cache {self.inductor_cache} (plain emulator)")
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=open(self.work / f"server-{self.kind}-warm.log", "w"),
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+        ready = self.work / f"ready-{self.kind}.json"
+        try:
+            while not (ready.exists() and ready.read_text().strip()):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{self.kind}: the warming server exited ({proc.returncode})")
+                if time.monotonic() - t0 > 7200:
+                    raise RuntimeError(f"{self.kind}: the warming server not ready after 7200 s")
+                time.sleep(5)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        ready.unlink()
+        mark.write_text(f"{time.monotonic() - t0:.0f} s\n")
+        self.log(f"{self.kind}: cache warm after {time.monotonic() - t0:.0f} s (emulated)")
 
     def wait_ready(self, timeout: float = 3600) -> None:
         t_end = time.monotonic() + timeout
@@ -368,6 +444,61 @@ class Run:
         if u["prompt_tokens"] != len(ids):
             raise RuntimeError(f"the server counted {u['prompt_tokens']} prompt tokens, not {len(ids)}")
         return int(u["completion_tokens"])
+
+    def closed_loop(self, reqs: list, c: int) -> tuple[int, float]:
+        """``reqs`` [(ids, new tokens)] sent by ``c`` clients, each taking the next request
+        when its previous one is answered; returns (output tokens, emulated seconds)."""
+        import queue
+
+        todo = queue.Queue()
+        for r in reqs:
+            todo.put(r)
+        got = []
+
+        def client():
+            while True:
+                try:
+                    ids, new = todo.get_nowait()
+                except queue.Empty:
+                    return
+                n = self.request(ids, new)
+                if n != new:
+                    raise RuntimeError(f"{self.kind}: {n} tokens for a request of {new}")
+                got.append(n)
+
+        t0 = time.monotonic()
+        with cf.ThreadPoolExecutor(c) as ex:
+            for f in [ex.submit(client) for _ in range(c)]:
+                f.result()
+        return sum(got), time.monotonic() - t0
+
+    def measure_mixed(self, work: dict, which) -> dict:
+        """The mixed workload: warm-up uncounted; then per level our server counts every
+        scheduling step in a region of its own (the step log names the level), llama-server
+        the level as one window (region c)."""
+        n, s = self.closed_loop(work["warm_up"], max(LEVELS))
+        self.log(f"{self.kind}: warm-up: {n} tokens in {s:.0f} s (emulated)")
+        self.ctl.send("l")
+        libs = (self.work / f"fifo-{self.kind}" / "libs").read_text().split()
+        self.ggml_cpu = sorted({Path(x).name for x in libs if "libggml-cpu" in x})
+        levels = {}
+        flag = Path(str(self.steps_log) + ".level")
+        for c in which:
+            if self.kind == "llama":
+                self.ctl.send(f"o {c}")
+            else:
+                flag.write_text(f"{c}\n")
+            try:
+                n, s = self.closed_loop(work[c], c)
+            finally:
+                if self.kind == "llama":
+                    self.ctl.send(f"c {c}")
+                elif flag.exists():
+                    flag.unlink()
+            levels[c] = {"requests": len(work[c]), "tokens": n, "emulated_wall_s": round(s, 1),
+                         "prompt_tokens": sum(len(i) for i, _ in work[c])}
+            self.log(f"{self.kind}: counted c={c}: {len(work[c])} requests, {n} tokens in {s:.0f} s (emulated)")
+        return levels
 
     def mix(self, prompts: list[list[int]], c: int, new_tokens: int = NEW_TOKENS) -> tuple[int, float]:
         t0 = time.monotonic()
@@ -487,6 +618,95 @@ def run_all(args, log) -> dict:
     return result
 
 
+def _server_specs(servers: list[str], threads: int) -> list[tuple[str, int]]:
+    """"rvv-cb,llama@4" -> [("rvv-cb", threads), ("llama", 4)]."""
+    out = []
+    for sv in servers:
+        kind, _, t = sv.partition("@")
+        out.append((kind, int(t) if t else threads))
+    return out
+
+
+def step_records(plugin: dict, log: list[dict]) -> list[dict]:
+    """One record per counted step: its region's K1 compute seconds and DRAM bytes (at the
+    counted depth), instructions, and the step's batch features."""
+    regions = plugin.get("regions", {})
+    out = []
+    for line in log:
+        if "step" not in line:
+            continue
+        reg = regions.get(str(line["step"]))
+        if reg is None:
+            raise ValueError(f"step {line['step']} is in the step log but not in the plugin report")
+        e = window_estimate(reg, 1)
+        out.append({"step": line["step"], "level": line["level"], "compute_s": e["compute_s"],
+                    "dram_bytes": e["dram_bytes"], "insns": e["insns"], "max_thread_insns": e["max_thread_insns"],
+                    "features": serve_timeline.step_features(line["batch"])})
+    return out
+
+
+def run_mixed(args, log) -> None:
+    """--workload mixed: every server in args.servers at every depth in args.layers; raw
+    results in OUT/raw/SERVER-tTHREADS-LDEPTH.json."""
+    subprocess.run([str(REPO / "scripts" / "build-qemu-plugins")], check=True, stdout=subprocess.DEVNULL)
+    env10 = _env_file()
+    lib = build_lib(log)
+    raw = args.out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for L in args.layers:
+        work = REPO / "build" / "serve-bench" / f"{args.config}-L{L}"
+        work.mkdir(parents=True, exist_ok=True)
+        if not (work / "prompts.json").exists() or not (work / f"model-{args.format}.gguf").exists():
+            log(f"writing the model and the {args.format} GGUF into {work.relative_to(REPO)} (emulated, once)")
+            subprocess.run([str(REPO / "scripts" / "rv64"), "python3", str(Path(__file__).resolve()), "--prepare",
+                            str(work), "--config", args.config, "--format", args.format, "--layers", str(L)],
+                           check=True, cwd=REPO)
+        spec = json.loads((work / "prompts.json").read_text())
+        role = "timeline" if L == args.layers[0] else "fit"
+        mix = MIXED if role == "timeline" else MIXED_FIT
+        if args.mixed_requests:
+            mix = dict(mix, requests={int(a): int(b) for a, b in (x.split(":") for x in args.mixed_requests.split(","))})
+        if args.mixed_new:
+            mix = dict(mix, new=tuple(int(x) for x in args.mixed_new.split(":")))
+        reqs = mixed_requests(spec["model_config"]["vocab_size"], args.levels, mix)
+        meta = {"role": role, "config": spec["config"], "config_name": spec["config_name"], "format": args.format,
+                "gguf": {k: v for k, v in spec["ggufs"][args.format].items() if k != "path"},
+                "model_config": spec["model_config"], "mixed": mix, "source": _rev(),
+                "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name, "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name}
+        for kind, threads in _server_specs(args.servers, args.threads):
+            name = f"{kind}-t{threads}-L{L}"
+            if (raw / f"{name}.json").exists() and not args.again:
+                log(f"{name}: counted before ({raw / f'{name}.json'}); --again counts it anew")
+                continue
+            r = Run(kind, work, lib, threads, log, None, args.format, mixed=True)
+            r.warm_cache()
+            t0 = time.monotonic()
+            r.start(env10)
+            try:
+                r.wait_ready()
+                levels = r.measure_mixed(reqs, args.levels)
+            finally:
+                r.stop()
+            if not r.plugin_out.exists():
+                raise RuntimeError(f"{kind}: no plugin report ({r.plugin_out}); server log {r.logfile}")
+            plugin = json.loads(r.plugin_out.read_text())
+            entry = dict(meta, kind=kind, threads=threads, layers=L, command=args.command, argv=r.guest_argv(),
+                         levels_raw={str(k): v for k, v in levels.items()},
+                         emulated_load_s=round(r.load_s, 1), emulated_total_s=round(time.monotonic() - t0, 1),
+                         exit=r.proc.returncode, plugin_notes=plugin.get("notes", {}))
+            if kind == "llama":
+                entry["ggml_cpu"] = r.ggml_cpu
+                entry["windows"] = {str(c): window_estimate(plugin["regions"][str(c)], levels[c]["tokens"])
+                                    for c in levels}
+            else:
+                entry["ready"] = r.ready_info
+                log_lines = [json.loads(x) for x in r.steps_log.read_text().splitlines() if x.strip()]
+                entry["step_log"] = log_lines
+                entry["steps"] = step_records(plugin, log_lines)
+            (raw / f"{name}.json").write_text(json.dumps(entry, indent=None, separators=(",", ":")) + "\n")
+            log(f"{name}: done in {time.monotonic() - t0:.0f} s (emulated)")
+
+
 def _rev() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
@@ -496,6 +716,120 @@ def _rev() -> str:
         return rev + ("+uncommitted" if dirty else "")
     except OSError:
         return "unknown"
+
+
+# ----------------------------------------------------------------------------- report (mixed)
+def mixed_summary(out: Path, target: int) -> dict:
+    """Every raw result in OUT/raw (--workload mixed): our server's steps fitted per depth
+    and laid out on the K1 timeline at ``target`` layers; llama-server's level windows
+    extrapolated per layer from its two depths."""
+    tl = serve_timeline
+    raws = [json.loads(f.read_text()) for f in sorted((out / "raw").glob("*-t*-L*.json"))]
+    if not raws:
+        raise ValueError(f"no --workload mixed results in {out / 'raw'}")
+    bw, clock = policy.K1_DRAM_ACHIEVED_BYTES_PER_S, policy.K1_CLOCK_HZ
+    servers: dict = {}
+    for r in raws:
+        servers.setdefault((r["kind"], r["threads"]), {})[r["layers"]] = r
+    main = next((r for r in raws if r.get("role") == "timeline"), raws[0])
+    res = {"target_layers": target, "bandwidth": bw, "servers": {}, "meta": {k: main[k] for k in (
+        "config_name", "format", "gguf", "model_config", "mixed", "source", "qemu", "plugin")},
+        "commands": sorted({r["command"] for r in raws})}
+    for (kind, threads), by_depth in sorted(servers.items()):
+        depths = sorted(by_depth)
+        entry = {"kind": kind, "threads": threads, "depths": depths, "levels": {}}
+        if kind != "llama":
+            fits = {L: {k: tl.fit(by_depth[L]["steps"], k) for k in ("compute_s", "dram_bytes")} for L in depths}
+            entry["fits"] = fits
+            for L in depths:
+                d = by_depth[L]
+                timeline_role = d.get("role", "timeline") == "timeline"
+                for depth in sorted({L, target} if len(depths) > 1 and timeline_role else {L}):
+                    times = tl.step_times(d["steps"], fits if len(depths) > 1 else None, depth, L, bw, clock)
+                    lv = tl.timeline(d["step_log"], {s["step"]: t for s, t in zip(d["steps"], times)})
+                    entry["levels"][f"L{L}->{depth}"] = lv
+            entry["ready"] = {L: by_depth[L].get("ready", {}) for L in depths}
+        else:
+            for L in depths:
+                entry["levels"][f"L{L}->{L}"] = {c: {"tok_s": w["est_tok_s"], "tokens": w["tokens"],
+                                                     "seconds": w["est_s"]} for c, w in by_depth[L]["windows"].items()}
+            # per layer: the difference of two depths' windows, so only over one workload
+            if len(depths) > 1 and by_depth[depths[0]]["mixed"] == by_depth[depths[1]]["mixed"]:
+                a, b = depths[:2]
+                ext = {}
+                for c in by_depth[b]["windows"]:
+                    wa, wb = by_depth[a]["windows"][c], by_depth[b]["windows"][c]
+                    k = (target - b) / (b - a)
+                    comp = wb["compute_s"] + k * max(0.0, wb["compute_s"] - wa["compute_s"])
+                    mem = wb["memory_s"] + k * max(0.0, wb["memory_s"] - wa["memory_s"])
+                    ext[c] = {"tok_s": wb["tokens"] / max(comp, mem), "tokens": wb["tokens"], "seconds": max(comp, mem)}
+                entry["levels"][f"L{b}->{target}"] = ext
+        entry["emulated"] = {L: {"load_s": by_depth[L]["emulated_load_s"], "total_s": by_depth[L]["emulated_total_s"]}
+                             for L in depths}
+        res["servers"][f"{kind}-t{threads}"] = entry
+    return res
+
+
+def mixed_markdown(res: dict) -> str:
+    m, mc, target = res["meta"], res["meta"]["model_config"], res["target_layers"]
+    mx = m["mixed"]
+    L = ["# Serving at full depth: a mixed workload (ESTIMATED K1 from counted steps; QEMU + rvvcount)", "",
+         "Regenerate: " + "; ".join(f"`{c}`" for c in res["commands"]) + f" (source {m['source']}; {m['qemu']}, "
+         f"{m['plugin']}); the report alone: `bench/serve_bench.py --workload mixed --report-only --out DIR`.", "",
+         f"Model: random Qwen2 at `{m['config_name']}` dimensions (hidden {mc['hidden_size']}, intermediate "
+         f"{mc['intermediate_size']}, {mc['num_attention_heads']}/{mc['num_key_value_heads']} heads, vocabulary "
+         f"{mc['vocab_size']}), one {m['format'].upper()} GGUF per counted depth that both servers load, counted at "
+         f"{' and '.join(str(d) for d in sorted({d for s in res['servers'].values() for d in s['depths']}))} decoder "
+         f"layers and extrapolated to **{target}**.", "",
+         f"Workload (seed {mx['seed']}): per concurrency level c, {', '.join(f'{n} requests at c={c}' for c, n in mx['requests'].items())}; "
+         f"prompts of {mx['prompt'][0]}-{mx['prompt'][1]} tokens, {mx['new'][0]}-{mx['new'][1]} new tokens, greedy, "
+         f"uniform from the seed; c closed-loop clients (each sends its next request when its previous one is "
+         f"answered). First {mx['warm_up']} other requests uncounted (warm-up).", "",
+         "| server | threads | c | requests | output tokens | **aggregate tok/s** | TTFT p50 s | TTFT p95 s | "
+         "inter-token p50 s | inter-token p95 s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, s in res["servers"].items():
+        key = next((k for k in s["levels"] if k.endswith(f"->{target}")), None)
+        if key is None:
+            continue
+        for c, lv in sorted(s["levels"][key].items(), key=lambda kv: int(kv[0])):
+            lat = (f"{lv['ttft_p50']:.2f} | {lv['ttft_p95']:.2f} | {lv['itl_p50']:.3f} | {lv['itl_p95']:.3f}"
+                   if "ttft_p50" in lv else "not counted | - | - | -")
+            L.append(f"| {s['kind']} | {s['threads']} | {c} | {lv.get('requests', '-')} | {lv['tokens']} | "
+                     f"**{lv['tok_s']:.2f}** | {lat} |")
+    L += ["", f"All at {target} layers, the calibrated {res['bandwidth'] / 1e9:.2f} GB/s; per-level c/c1 ratios:", ""]
+    for name, s in res["servers"].items():
+        key = next((k for k in s["levels"] if k.endswith(f"->{target}")), None)
+        if key and "1" in s["levels"][key]:
+            lv = s["levels"][key]
+            L.append(f"- {name}: " + ", ".join(f"c{c}/c1 = {lv[c]['tok_s'] / lv['1']['tok_s']:.2f}x"
+                                               for c in sorted(lv, key=int) if c != "1"))
+    L += ["", "Counted depths (each server at its own depth, no extrapolation):", "",
+          "| server | layers | c | aggregate tok/s | TTFT p50 s | inter-token p50 s |", "|---|---:|---:|---:|---:|---:|"]
+    for name, s in res["servers"].items():
+        for key, lvs in s["levels"].items():
+            a, b = key[1:].split("->")
+            if a != b:
+                continue
+            for c, lv in sorted(lvs.items(), key=lambda kv: int(kv[0])):
+                L.append(f"| {name} | {a} | {c} | {lv['tok_s']:.2f} | "
+                         f"{lv['ttft_p50']:.2f} | {lv['itl_p50']:.3f} |" if "ttft_p50" in lv else
+                         f"| {name} | {a} | {c} | {lv['tok_s']:.2f} | - | - |")
+    for name, s in res["servers"].items():
+        if "fits" in s:
+            L += ["", f"{name}: per-step fits (compute seconds and DRAM bytes, linear in 1, query tokens, sequences, "
+                  "attention pairs); relative residuals p50 / max:", ""]
+            for depth, f in sorted(s["fits"].items()):
+                L.append(f"- {depth} layers, {f['compute_s']['steps']} steps: compute {f['compute_s']['residual_p50']:.1%} / "
+                         f"{f['compute_s']['residual_max']:.1%}, DRAM {f['dram_bytes']['residual_p50']:.1%} / "
+                         f"{f['dram_bytes']['residual_max']:.1%}")
+    L += ["", "How it is estimated (bench/serve_timeline.py): our server counts every scheduling step in a plugin "
+          "region of its own (bench/serve_steps/sitecustomize.py); a step's K1 time = max(compute, DRAM bytes / "
+          "bandwidth), compute = max(busiest thread's cycles, all cycles / 8) at 1.6 GHz. A step at the target depth = "
+          "its counters plus the missing layers, one layer being the difference of the two depths' per-step fits. "
+          "The level's steps are laid back to back; a request arrives at the end of the step after which the server "
+          "logged it. llama-server has no per-step regions: each level is one window, extrapolated per layer from "
+          "its two depths, and its latencies are not counted. Emulated wall times say nothing about K1 speed.", ""]
+    return "\n".join(L)
 
 
 # ----------------------------------------------------------------------------- report
@@ -593,7 +927,18 @@ def main(argv=None) -> int:
     p.add_argument("--config", choices=sorted(CONFIGS), default="tiny",
                    help="tiny (default), small, 1.5b (Qwen2.5-1.5B dimensions, 1 layer unless --layers) or "
                         "1.5b-v2k (the same dimensions, 2 layers, a 2048-token vocabulary)")
-    p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the config's)")
+    p.add_argument("--layers", default=None,
+                   help="decoder layers (default: the config's); with --workload mixed a list, e.g. 1,2")
+    p.add_argument("--workload", choices=("fixed", "mixed"), default="fixed",
+                   help="fixed (default): c requests of 32 + 16 tokens per level, each level one window; mixed: "
+                        "the issue-42 mix (MIXED) with our server's steps counted one by one and extrapolated to "
+                        "--target-layers (bench/serve_timeline.py)")
+    p.add_argument("--target-layers", type=int, default=28, help="--workload mixed: the depth to estimate (28)")
+    p.add_argument("--again", action="store_true", help="--workload mixed: count results that exist anew")
+    p.add_argument("--mixed-requests", default=None,
+                   help="--workload mixed: requests per level, e.g. 1:4,2:4,4:8,8:16 (default: MIXED for the first "
+                        "depth of --layers, MIXED_FIT for the others)")
+    p.add_argument("--mixed-new", default=None, help="--workload mixed: new tokens per request, LO:HI")
     p.add_argument("--format", choices=("bf16", "q8_0", "q4_0"), default="bf16",
                    help="weights: bf16 (default; our server loads the checkpoint with compile_linears, llama-server "
                         "a BF16 GGUF), q8_0 or q4_0 (both servers load the same GGUF file)")
@@ -609,8 +954,23 @@ def main(argv=None) -> int:
     p.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.prepare:
-        prepare(args.prepare, args.config, args.layers, args.format)
+        prepare(args.prepare, args.config, int(args.layers) if args.layers else None, args.format)
         return 0
+    if args.workload == "mixed":
+        args.out = args.out or REPO / "bench" / "results" / f"serve-{args.config}-mixed"
+        if not args.report_only:
+            args.servers = [x for x in args.servers.split(",") if x]
+            args.levels = [int(c) for c in args.levels.split(",") if c]
+            args.layers = [int(x) for x in (args.layers or "1,2").split(",")]
+            args.command = " ".join(["bench/serve_bench.py"] + list(argv if argv is not None else sys.argv[1:]))
+            run_mixed(args, lambda msg: print(f"[serve-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr,
+                                              flush=True))
+        res = mixed_summary(args.out, args.target_layers)
+        (args.out / "serve.json").write_text(json.dumps(res, indent=1, sort_keys=True, default=str) + "\n")
+        (args.out / "serve.md").write_text(mixed_markdown(res))
+        sys.stdout.write(mixed_markdown(res))
+        return 0
+    args.layers = int(args.layers) if args.layers else None
     args.out = args.out or REPO / "bench" / "results" / "serve"
 
     def log(msg):

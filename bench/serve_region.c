@@ -49,6 +49,30 @@ static int mark(int id, int open_) {
   return -1;
 }
 
+/* rvv_serve_mark(id, open): the same markers for any id 1..2047 (the plugin's range), for
+ * bench/serve_steps/sitecustomize.py, which opens one region per scheduling step from the
+ * server's generation thread (ctypes finds this symbol: LD_PRELOAD puts it in the global
+ * scope). The immediate is part of the instruction, hence one case per id. Returns -1
+ * outside the range. */
+#define S1(n) case (n): if (open_) MARK("ori", (n)); else MARK("xori", (n)); return 0;
+#define S2(n) S1(n) S1((n) + 1)
+#define S4(n) S2(n) S2((n) + 2)
+#define S8(n) S4(n) S4((n) + 4)
+#define S16(n) S8(n) S8((n) + 8)
+#define S32(n) S16(n) S16((n) + 16)
+#define S64(n) S32(n) S32((n) + 32)
+#define S128(n) S64(n) S64((n) + 64)
+#define S256(n) S128(n) S128((n) + 128)
+#define S512(n) S256(n) S256((n) + 256)
+#define S1024(n) S512(n) S512((n) + 512)
+
+__attribute__((visibility("default"))) int rvv_serve_mark(int id, int open_) {
+  switch (id) {
+    S1024(1024) S512(512) S256(256) S128(128) S64(64) S32(32) S16(16) S8(8) S4(4) S2(2) S1(1)
+  }
+  return -1;
+}
+
 static char dir_[512];
 
 static int list_one(struct dl_phdr_info *info, size_t size, void *fd) {

@@ -148,3 +148,123 @@ def test_report_names_the_format_and_ggml_variant(sb):
     md = sb.markdown(_result(sb, "bf16", {"rvv-cb": {}, "llama": {"ggml_cpu": []}}))
     assert "BF16; Linear weights 4.0 MiB per decode step" in md and "(BF16, RVV Linear)" in md
     assert "ggml CPU variant loaded: none found" in md
+
+
+# ----------------------------------------------------------------------------- --workload mixed
+@pytest.fixture(scope="module")
+def tl():
+    spec = importlib.util.spec_from_file_location("serve_timeline", REPO / "bench" / "serve_timeline.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_step_features(tl):
+    # two requests: a 4-token prefill chunk after 6 cached tokens, a decode token after 100
+    f = tl.step_features([["a", 4, 6, False], ["b", 1, 100, True]])
+    # attention pairs: query i of the chunk sees 6 + i keys (i = 1..4): 7+8+9+10; decode: 101
+    assert f == {"one": 1.0, "tokens": 5.0, "seqs": 2.0, "attn_pairs": 34.0 + 101.0}
+
+
+def _steps(coef, feats):
+    return [{"features": dict(zip(("one", "tokens", "seqs", "attn_pairs"), f)),
+             "y": sum(c * x for c, x in zip(coef, f))} for f in feats]
+
+
+def test_fit_recovers_a_linear_cost(tl):
+    feats = [(1, t, s, a) for t, s, a in [(1, 1, 50), (8, 8, 900), (300, 2, 40000), (4, 4, 4000), (512, 1, 131000),
+                                           (2, 2, 700)]]
+    steps = _steps((3e-3, 2e-5, 4e-4, 1e-9), feats)
+    f = tl.fit(steps, "y")
+    for k, want in zip(("one", "tokens", "seqs", "attn_pairs"), (3e-3, 2e-5, 4e-4, 1e-9)):
+        assert f["coef"][k] == pytest.approx(want, rel=1e-6)
+    assert f["residual_max"] < 1e-9
+    # a feature that never varies beside another (sequences == tokens: decode only) still solves
+    dec = _steps((1.0, 0.5, 0.0, 0.0), [(1, n, n, 0) for n in (1, 2, 4, 8)])
+    g = tl.fit(dec, "y")
+    assert tl.predict({"coef": g["coef"]}, {"one": 1, "tokens": 3, "seqs": 3, "attn_pairs": 0}) == pytest.approx(2.5)
+
+
+def test_step_times_add_layers_from_the_two_fits(tl):
+    # per-step compute at depth 1: 1 + 0.1 T; at depth 2: 1.5 + 0.3 T -> one layer 0.5 + 0.2 T
+    # DRAM bytes: 100 + 10 T and 160 + 10 T -> one layer 60 bytes
+    mk = lambda c0, ct, d0: {"compute_s": {"coef": {"one": c0, "tokens": ct, "seqs": 0, "attn_pairs": 0}},  # noqa: E731
+                             "dram_bytes": {"coef": {"one": d0, "tokens": 10, "seqs": 0, "attn_pairs": 0}}}
+    fits = {1: mk(1.0, 0.1, 100), 2: mk(1.5, 0.3, 160)}
+    step = {"compute_s": 2.0, "dram_bytes": 150.0, "features": {"one": 1, "tokens": 5, "seqs": 1, "attn_pairs": 0}}
+    # at depth 4 from a step counted at 2: compute 2 + 2 * (0.5 + 1.0) = 5; DRAM 150 + 2 * 60 = 270 B
+    assert tl.step_times([step], fits, 4, 2, bandwidth=100.0, clock_hz=1.0) == [pytest.approx(5.0)]
+    assert tl.step_times([step], fits, 4, 2, bandwidth=10.0, clock_hz=1.0) == [pytest.approx(27.0)]
+    assert tl.step_times([step], None, 2, 2, bandwidth=100.0, clock_hz=1.0) == [pytest.approx(2.0)]
+
+
+def test_timeline_latencies(tl):
+    """Two requests at c = 2: r1 arrives first and prefills alone (step 17, 2 s), r2 arrives
+    during it; step 18 (1 s) prefills r2 and decodes r1, then two decode steps (1 s each)."""
+    log = [{"arrival": "r1", "level": "2"},
+           {"step": 17, "level": "2", "batch": [["r1", 40, 0, True]]},
+           {"arrival": "r2", "level": "2"},
+           {"step": 18, "level": "2", "batch": [["r1", 1, 40, True], ["r2", 30, 0, True]]},
+           {"step": 19, "level": "2", "batch": [["r1", 1, 41, True], ["r2", 1, 30, True]]},
+           {"step": 20, "level": "2", "batch": [["r2", 1, 31, True]]}]
+    out = tl.timeline(log, {17: 2.0, 18: 1.0, 19: 1.0, 20: 1.0})["2"]
+    # r1: tokens at 2, 3, 4 (arrived at 0): TTFT 2, gaps 1, 1; r2: arrived at 2, tokens 3, 4, 5: TTFT 1
+    assert out["tokens"] == 6 and out["requests"] == 2 and out["steps"] == 4
+    assert out["seconds"] == pytest.approx(5.0) and out["tok_s"] == pytest.approx(6 / 5.0)
+    assert out["ttft_p50"] == pytest.approx(1.0) and out["ttft_p95"] == pytest.approx(2.0)
+    assert out["itl_p50"] == pytest.approx(1.0) and out["itl_p95"] == pytest.approx(1.0)
+
+
+def test_mixed_requests_are_fixed_and_distinct(sb):
+    a, b = sb.mixed_requests(2048), sb.mixed_requests(2048, levels=[8])
+    assert a[8] == b[8] and 1 not in b  # a subset of levels gets the same requests
+    lo, hi = sb.MIXED["prompt"]
+    for c, n in sb.MIXED["requests"].items():
+        assert len(a[c]) == n
+        for ids, new in a[c]:
+            assert lo <= len(ids) <= hi and sb.MIXED["new"][0] <= new <= sb.MIXED["new"][1]
+            assert min(ids) >= 1 and max(ids) <= 2046
+    prompts = [tuple(i) for c in sb.LEVELS for i, _ in a[c]] + [tuple(i) for i, _ in a["warm_up"]]
+    assert len(set(prompts)) == len(prompts)
+
+
+def test_mixed_report_extrapolates_our_steps_and_keeps_llama_counted(sb, tmp_path):
+    """Synthetic raw results: our server's steps at depth 1 (the timeline) and 2 (the fit),
+    compute exactly 1 + 0.01 T s at depth 1 and 1.5 + 0.02 T at depth 2, so one layer costs
+    0.5 + 0.01 T and a step at depth 3 costs 2 + 0.03 T; DRAM far below compute."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    meta = {"config_name": "tiny", "format": "q4_0", "gguf": {}, "source": "x", "qemu": "q", "plugin": "p",
+            "model_config": {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+                             "num_key_value_heads": 2, "vocab_size": 256},
+            "command": "bench/serve_bench.py --workload mixed", "emulated_load_s": 1, "emulated_total_s": 2}
+
+    def ours(depth, role, batches, c0, ct):
+        log, steps = [{"arrival": "r", "level": "1"}], []
+        for i, b in enumerate(batches):
+            log.append({"step": 17 + i, "level": "1", "batch": b})
+            T = sum(q for _, q, _, _ in b)
+            steps.append({"step": 17 + i, "level": "1", "compute_s": c0 + ct * T, "dram_bytes": 1000.0,
+                          "insns": 1, "max_thread_insns": 1, "features": sb.serve_timeline.step_features(b)})
+        return dict(meta, kind="rvv-cb", threads=2, layers=depth, role=role, mixed=sb.MIXED if role == "timeline" else sb.MIXED_FIT, step_log=log,
+                    steps=steps)
+
+    tl_batches = [[["r", 10, 0, True]], [["r", 1, 10, True]], [["r", 1, 11, True]]]
+    fit_batches = [[["r", 20, 0, True]], [["r", 1, 20, True]], [["r", 1, 21, True]], [["r", 1, 22, True]]]
+    (raw / "rvv-cb-t2-L1.json").write_text(json.dumps(ours(1, "timeline", tl_batches, 1.0, 0.01)))
+    (raw / "rvv-cb-t2-L2.json").write_text(json.dumps(ours(2, "fit", fit_batches, 1.5, 0.02)))
+    win = {"1": {"est_tok_s": 4.0, "tokens": 8, "est_s": 2.0}}
+    (raw / "llama-t2-L1.json").write_text(json.dumps(dict(meta, kind="llama", threads=2, layers=1, role="timeline",
+                                                          mixed=sb.MIXED, windows=win)))
+    res = sb.mixed_summary(tmp_path, 3)
+    lv = res["servers"]["rvv-cb-t2"]["levels"]["L1->3"]["1"]
+    t = [2 + 0.03 * 10, 2 + 0.03, 2 + 0.03]
+    assert lv["seconds"] == pytest.approx(sum(t)) and lv["tokens"] == 3
+    assert lv["ttft_p50"] == pytest.approx(t[0]) and lv["itl_p50"] == pytest.approx(t[1])
+    assert res["servers"]["rvv-cb-t2"]["levels"]["L1->1"]["1"]["seconds"] == pytest.approx(1.1 + 1.01 + 1.01)
+    assert "L2->3" not in res["servers"]["rvv-cb-t2"]["levels"]  # the fit depth is no timeline
+    # llama-server counted at one depth only: shown at that depth, never extrapolated
+    assert list(res["servers"]["llama-t2"]["levels"]) == ["L1->1"]
+    md = sb.mixed_markdown(res)
+    assert f"| rvv-cb | 2 | 1 | 1 | 3 | **{3 / sum(t):.2f}** | {t[0]:.2f} | {t[0]:.2f} | {t[1]:.3f} |" in md
+    assert "| llama-t2 | 1 | 1 | 4.00 | - | - |" in md
