@@ -17,7 +17,8 @@ Two stages, because the first has to run before ``gguf.GGUFReader`` sees the fil
   tensors. transformers trusts these values: ``block_count`` sizes per-layer lists (a
   flipped bit once made it 4,278,190,081 and the config never finished) and
   ``head_count`` gives head_dim (65,284 heads of a 256-wide model made it 0, and the RoPE
-  setup divided by it). Cross-checked against the tensors, whose sizes are bounded by
+  setup divided by it; for qwen3 ``attention.key_length`` gives it, checked against
+  attn_k's rows, and q/k/v/o and the q/k norms against it). Cross-checked against the tensors, whose sizes are bounded by
   the file, every value the model is built from is bounded by the file too.
 
 GGUF tensor shapes are in GGML order (shape[0] is the number of columns); everything
@@ -40,7 +41,11 @@ class GGUFError(ValueError):
 
 
 # The architectures whose metadata and tensors are known here (and load_gguf loads).
-ARCHITECTURES = ("qwen2", "llama")
+ARCHITECTURES = ("qwen2", "llama", "qwen3")
+# Architectures whose heads may be narrower or wider than embedding_length / head_count:
+# head_dim is ``<arch>.attention.key_length`` (Qwen3-0.6B: 16 heads of 128 in a width of
+# 1024), and every block has per-head q/k RMSNorm weights (attn_q_norm, attn_k_norm).
+HEAD_DIM_ARCHITECTURES = ("qwen3",)
 # Tensor types load_gguf reads (GGMLQuantizationType names); any other is a GGUFError
 # (check_file), never dequantized. The block formats after Q4_0 are the library's
 # (weight_formats.inl; load_gguf packs each from its table entry): this module reads no
@@ -220,6 +225,7 @@ class Dims:
     layers: int
     heads: int
     kv_heads: int
+    head_dim: int
     ffn: int
     vocab: int
     tied: bool
@@ -316,51 +322,91 @@ def _shape_of(path: str, shapes: dict, name: str, ndim: int) -> list[int]:
     return shape
 
 
-def _check_heads(path: str, arch: str, hidden: int, heads: int, kv: int | None, k_rows: int) -> int:
+def _check_heads(path: str, arch: str, hidden: int, heads: int, kv: int | None, k_rows: int,
+                 key_length: int | None = None) -> int:
     """head_count and head_count_kv (None: absent, as many as head_count) against the
     embedding width and blk.0.attn_k's rows; returns head_dim. transformers takes
-    head_dim = hidden // heads, and RoPE (and Llama's q/k row permutation) splits each head
-    in halves: it must be even."""
+    head_dim = hidden // heads for qwen2 and llama; qwen3 takes ``attention.key_length``
+    (``key_length``; absent: hidden // heads, as llama.cpp does). RoPE (and Llama's q/k
+    row permutation) splits each head in halves: it must be even."""
     key, kv_key = f"{arch}.attention.head_count", f"{arch}.attention.head_count_kv"
     width = f"{arch}.embedding_length = {hidden} (the columns of token_embd.weight)"
-    if heads > hidden or hidden % heads:
-        raise GGUFError(f"{path}: metadata {key} = {heads} does not divide {width}")
-    head_dim = hidden // heads
-    if head_dim % 2:
-        raise GGUFError(f"{path}: metadata {key} = {heads} gives heads of {head_dim} values ({width}); "
-                        "RoPE needs an even head size")
+    if key_length is None:
+        if heads > hidden or hidden % heads:
+            raise GGUFError(f"{path}: metadata {key} = {heads} does not divide {width}")
+        head_dim = hidden // heads
+        if head_dim % 2:
+            raise GGUFError(f"{path}: metadata {key} = {heads} gives heads of {head_dim} values ({width}); "
+                            "RoPE needs an even head size")
+        source = f"{arch}.embedding_length = {hidden} / {key} = {heads}"
+    else:
+        head_dim = key_length
+        if head_dim % 2:
+            raise GGUFError(f"{path}: metadata {arch}.attention.key_length = {head_dim}; RoPE needs an even head size")
+        source = f"{arch}.attention.key_length = {head_dim}"
     given = f"{kv_key} = {kv}" if kv is not None else f"{kv_key} absent (taken as {key})"
     kv = heads if kv is None else kv
     if kv > heads or heads % kv:
         raise GGUFError(f"{path}: metadata {kv_key} = {kv} does not divide {key} = {heads}")
     if kv * head_dim != k_rows:
-        raise GGUFError(f"{path}: metadata {given}: {kv} heads of {head_dim} ({arch}.embedding_length = {hidden} / "
-                        f"{key} = {heads}) imply {kv * head_dim} rows in blk.0.attn_k.weight, which has {k_rows}")
+        raise GGUFError(f"{path}: metadata {given}: {kv} heads of {head_dim} ({source}) "
+                        f"imply {kv * head_dim} rows in blk.0.attn_k.weight, which has {k_rows}")
     return head_dim
+
+
+def _head_dim_keys(reader, path: str, arch: str, hidden: int, heads: int) -> int | None:
+    """``attention.key_length`` where the architecture takes its head_dim from it (qwen3;
+    ``value_length``, if present, must equal it: the model has one head size). Elsewhere
+    a key_length/value_length other than embedding_length / head_count is refused: qwen2
+    and llama are built with head_dim = hidden // heads, and would not fit the tensors."""
+    k_len = _int(reader, path, f"{arch}.attention.key_length", required=False)
+    v_len = _int(reader, path, f"{arch}.attention.value_length", required=False)
+    if arch in HEAD_DIM_ARCHITECTURES:
+        if k_len is not None and v_len is not None and v_len != k_len:
+            raise GGUFError(f"{path}: metadata {arch}.attention.value_length = {v_len} differs from "
+                            f"{arch}.attention.key_length = {k_len} (one head size is supported)")
+        return k_len if k_len is not None else v_len
+    for name, v in (("key_length", k_len), ("value_length", v_len)):
+        if v is not None and hidden % heads == 0 and v != hidden // heads:   # (not dividing: _check_heads says so)
+            raise GGUFError(f"{path}: metadata {arch}.attention.{name} = {v}: a {arch} model has heads of "
+                            f"{arch}.embedding_length / {arch}.attention.head_count = {hidden} / {heads} "
+                            f"values (heads of another size load only for {', '.join(HEAD_DIM_ARCHITECTURES)})")
+    return None
 
 
 def _expected(arch: str, d: Dims, has_llama_bias: bool) -> dict[str, tuple[list[int], str]]:
     """Every tensor the model needs (name -> [rows, columns], which keys give them);
     output.weight is added by the caller when present (absent, lm_head is tied)."""
-    kv_dim = d.kv_heads * (d.hidden // d.heads)
+    q_dim, kv_dim = d.heads * d.head_dim, d.kv_heads * d.head_dim
     h = f"{arch}.embedding_length = {d.hidden}"
-    kvw = (f"{arch}.attention.head_count_kv = {d.kv_heads} heads of {d.hidden // d.heads} "
-           f"({h} / {arch}.attention.head_count = {d.heads})")
+    if arch in HEAD_DIM_ARCHITECTURES:
+        hd = f"{arch}.attention.key_length = {d.head_dim}"
+        qw = f"{arch}.attention.head_count = {d.heads} heads of {d.head_dim} ({hd}), {h}"
+        kvw = f"{arch}.attention.head_count_kv = {d.kv_heads} heads of {d.head_dim} ({hd})"
+    else:
+        qw = h
+        kvw = (f"{arch}.attention.head_count_kv = {d.kv_heads} heads of {d.head_dim} "
+               f"({h} / {arch}.attention.head_count = {d.heads})")
     ff = f"{arch}.feed_forward_length = {d.ffn}"
     want = {"token_embd.weight": ([d.vocab, d.hidden], f"vocabulary {d.vocab}, {h}"),
             "output_norm.weight": ([d.hidden], h)}
-    bias = {"attn_q": ([d.hidden], h), "attn_k": ([kv_dim], kvw), "attn_v": ([kv_dim], kvw)}
+    bias = {"attn_q": ([q_dim], qw), "attn_k": ([kv_dim], kvw), "attn_v": ([kv_dim], kvw)}
     if arch == "llama":
         bias = {**bias, "attn_output": ([d.hidden], h)} if has_llama_bias else {}
+    elif arch == "qwen3":  # no q/k/v bias; per-head RMSNorm of q and k instead
+        bias = {}
     for i in range(d.layers):
         b = f"blk.{i}"
         want.update({
-            f"{b}.attn_q.weight": ([d.hidden, d.hidden], h), f"{b}.attn_k.weight": ([kv_dim, d.hidden], kvw),
-            f"{b}.attn_v.weight": ([kv_dim, d.hidden], kvw), f"{b}.attn_output.weight": ([d.hidden, d.hidden], h),
+            f"{b}.attn_q.weight": ([q_dim, d.hidden], qw), f"{b}.attn_k.weight": ([kv_dim, d.hidden], kvw),
+            f"{b}.attn_v.weight": ([kv_dim, d.hidden], kvw), f"{b}.attn_output.weight": ([d.hidden, q_dim], qw),
             f"{b}.ffn_gate.weight": ([d.ffn, d.hidden], f"{ff}, {h}"),
             f"{b}.ffn_up.weight": ([d.ffn, d.hidden], f"{ff}, {h}"),
             f"{b}.ffn_down.weight": ([d.hidden, d.ffn], f"{h}, {ff}"),
             f"{b}.attn_norm.weight": ([d.hidden], h), f"{b}.ffn_norm.weight": ([d.hidden], h)})
+        if arch in HEAD_DIM_ARCHITECTURES:
+            hd = f"heads of {d.head_dim} ({arch}.attention.key_length)"
+            want.update({f"{b}.attn_q_norm.weight": ([d.head_dim], hd), f"{b}.attn_k_norm.weight": ([d.head_dim], hd)})
         want.update({f"{b}.{kind}.bias": s for kind, s in bias.items()})
     return want
 
@@ -409,7 +455,8 @@ def check_file(reader, path: str | os.PathLike, supported_types) -> Dims:
     heads = _int(reader, path, f"{arch}.attention.head_count")
     kv = _int(reader, path, f"{arch}.attention.head_count_kv", required=False)
     k_rows = _shape_of(path, shapes, "blk.0.attn_k.weight", 2)[0]
-    _check_heads(path, arch, hidden, heads, kv, k_rows)
+    key_length = _head_dim_keys(reader, path, arch, hidden, heads)
+    head_dim = _check_heads(path, arch, hidden, heads, kv, k_rows, key_length)
     kv = heads if kv is None else kv
 
     ffn = _int(reader, path, f"{arch}.feed_forward_length")
@@ -425,7 +472,7 @@ def check_file(reader, path: str | os.PathLike, supported_types) -> Dims:
     base = _float(reader, path, f"{arch}.rope.freq_base", *ROPE_BASE_RANGE)
 
     tied = "output.weight" not in shapes
-    d = Dims(arch, hidden, layers, heads, kv, ffn, vocab, tied, context, eps, base)
+    d = Dims(arch, hidden, layers, heads, kv, head_dim, ffn, vocab, tied, context, eps, base)
     # Llama: load_gguf gives the attention q, k, v and o biases if the file has a bias on any
     # Linear (its attention_bias)
     has_bias = any(_is_linear_bias(n) for n in shapes)

@@ -1,4 +1,4 @@
-"""``load_gguf(path)``: a transformers Qwen2/Llama model from a GGUF file, its quantized
+"""``load_gguf(path)``: a transformers Qwen2/Qwen3/Llama model from a GGUF file, its quantized
 Linear weights kept as the file's own blocks, packed bit for bit (no BF16 round trip).
 
 The file is read with ``gguf`` (Debian's python3-gguf). Per tensor type:
@@ -22,7 +22,9 @@ The file is read with ``gguf`` (Debian's python3-gguf). Per tensor type:
 Anything else (another architecture, another tensor type, a truncated or corrupt file, a
 tensor that does not fit the model) is a ``GGUFError`` with the name of what is wrong.
 Llama's q/k rows, which llama.cpp's converter permutes for its RoPE, are permuted back
-(rows only: blocks run along K and stay intact).
+(rows only: blocks run along K and stay intact); Qwen2's and Qwen3's are not permuted.
+Qwen3's head size is ``qwen3.attention.key_length`` (not necessarily hidden / heads) and
+its per-head q/k RMSNorm weights (``attn_q_norm``, ``attn_k_norm``) load as the other norms.
 """
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ def _block_types() -> dict[str, str]:
 _LINEAR = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
            "ffn_down": "mlp.down_proj"}
-_OTHER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+_OTHER = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+          "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}  # (the last two: qwen3)
 
 
 def _gguf():
@@ -188,7 +191,7 @@ def _replace_module(model, name: str, layer) -> None:
 
 
 def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS, compile_layers: bool = False):
-    """The model of a Qwen2/Llama GGUF file (see the module docstring), in eval mode.
+    """The model of a Qwen2/Qwen3/Llama GGUF file (see the module docstring), in eval mode.
 
     ``activations``: how its quantized layers treat X at M >= 2 (prompt, batched decode),
     as in ``compile_linears``: "int8" (per 32 values, as llama.cpp does with these files),
@@ -237,6 +240,14 @@ def load_gguf(path: str | os.PathLike, *, activations: str = DEFAULT_ACTIVATIONS
                   tie_word_embeddings="lm_head.weight" not in tensors)
     if arch == "qwen2":
         config, cls = transformers.Qwen2Config(**common), transformers.Qwen2ForCausalLM
+    elif arch == "qwen3":
+        # head_dim from key_length (gguf_checks: checked against attn_k's rows, and
+        # value_length equal to it), which need not be hidden // heads (Qwen3-0.6B: 16 heads
+        # of 128 in a width of 1024); no q/k/v bias, per-head q/k RMSNorm
+        head_dim = _field(reader, "qwen3.attention.key_length", False) or \
+            _field(reader, "qwen3.attention.value_length", False) or hidden // n_head
+        config = transformers.Qwen3Config(head_dim=int(head_dim), attention_bias=False, **common)
+        cls = transformers.Qwen3ForCausalLM
     else:
         has_bias = any(h.endswith("_proj.bias") for h in tensors)
         config, cls = transformers.LlamaConfig(attention_bias=has_bias, **common), transformers.LlamaForCausalLM

@@ -16,6 +16,21 @@ def test_param_count_matches_transformers():
     assert models.param_count(cfg) == sum(p.numel() for p in m.parameters())
 
 
+def test_qwen3_config_builds():
+    """--config qwen3-0.6b (here 1 layer, a small vocabulary): a transformers Qwen3 of heads
+    of 128 (q_proj [2048, 1024]), param_count equal to its parameters, built from the pool."""
+    transformers = pytest.importorskip("transformers")
+    cfg = dict(models.config_dict("qwen3-0.6b", 1), vocab_size=512)
+    config, cls = models.hf_config(transformers, cfg)
+    with torch.device("meta"):
+        meta = cls(config)
+    assert models.param_count(cfg) == sum(p.numel() for p in meta.parameters())
+    m = models.build({"seed": 3, "config": cfg})
+    assert type(m) is transformers.Qwen3ForCausalLM and m.model.layers[0].self_attn.q_proj.weight.shape == (2048, 1024)
+    assert m.lm_head.weight is m.model.embed_tokens.weight
+    assert torch.equal(m.model.layers[0].self_attn.q_norm.weight, torch.ones(128, dtype=torch.bfloat16))
+
+
 def test_checkpoint_round_trip(tmp_path):
     """--model loads exactly the weights a checkpoint holds (saved by transformers)."""
     transformers = pytest.importorskip("transformers")
@@ -51,7 +66,7 @@ def test_linear_weight_bytes():
     """What the demo reports as weight bytes per decode step: every Linear weight as stored,
     against the format's own arithmetic (BF16: 2 bytes per weight; INT4 groups of 64 with
     FP16 scales: 1/2 byte per weight + 2 per group, up to block padding)."""
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from rvv_inductor import cpu
     from rvv_inductor.demo import worker
     from rvv_inductor.regional import compile_linears

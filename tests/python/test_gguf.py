@@ -40,6 +40,10 @@ from rvv_inductor.gguf_load import GGUFError, load_gguf  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 H, FF, LAYERS, HEADS, KV, VOCAB = 256, 512, 2, 4, 2, 512
+# Qwen3's heads in these files: transformers' GGUF loading of qwen3 does not read
+# key_length and takes Qwen3Config's default head_dim, 128 (that of every published Qwen3),
+# so its model fits the file only with 128; 128 != H / HEADS = 64 here, as in Qwen3-0.6B.
+QWEN3_HEAD_DIM = 128
 TYPES = {"attn_q": Q.Q8_0, "attn_k": Q.Q8_0, "attn_v": Q.Q4_0, "attn_output": Q.Q8_0,
          "ffn_gate": Q.Q4_0, "ffn_up": Q.Q4_0, "ffn_down": Q.BF16}
 
@@ -48,11 +52,14 @@ def write_gguf(path, arch="qwen2", override=None, seed=0, bias=None, drop=(), ra
     """A random GGUF in file layout (for Llama, q/k rows as llama.cpp's converter leaves
     them). override: tensor name -> type; drop: tensor names to leave out; raw: tensor name
     -> (type, uint8 byte array) written as given; dims: other values of H, FF, LAYERS,
-    HEADS, KV (by those names)."""
-    d = {"H": H, "FF": FF, "LAYERS": LAYERS, "HEADS": HEADS, "KV": KV, **(dims or {})}
+    HEADS, KV, HEAD_DIM (by those names). qwen3: heads of HEAD_DIM (default QWEN3_HEAD_DIM,
+    not H / HEADS), written as key_length and value_length, q/k norms, no biases."""
+    d = {"H": H, "FF": FF, "LAYERS": LAYERS, "HEADS": HEADS, "KV": KV,
+         "HEAD_DIM": QWEN3_HEAD_DIM if arch == "qwen3" else None, **(dims or {})}
     H_, FF_, LAYERS_, HEADS_, KV_ = d["H"], d["FF"], d["LAYERS"], d["HEADS"], d["KV"]
+    HD = d["HEAD_DIM"] or H_ // HEADS_
     rng = np.random.default_rng(seed)
-    bias = arch != "llama" if bias is None else bias
+    bias = arch == "qwen2" if bias is None else bias
     w = gguf.GGUFWriter(str(path), arch)
     w.add_vocab_size(VOCAB)
     w.add_tokenizer_model("none")
@@ -62,6 +69,9 @@ def write_gguf(path, arch="qwen2", override=None, seed=0, bias=None, drop=(), ra
     w.add_feed_forward_length(FF_)
     w.add_head_count(HEADS_)
     w.add_head_count_kv(KV_)
+    if arch == "qwen3" or d["HEAD_DIM"]:
+        w.add_key_length(HD)
+        w.add_value_length(HD)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(10000.0)
 
@@ -79,12 +89,15 @@ def write_gguf(path, arch="qwen2", override=None, seed=0, bias=None, drop=(), ra
 
     add("token_embd.weight", (VOCAB, H_), Q.F32, 1.0)
     for i in range(LAYERS_):
-        shapes = {"attn_q": (H_, H_), "attn_k": (KV_ * H_ // HEADS_, H_), "attn_v": (KV_ * H_ // HEADS_, H_),
-                  "attn_output": (H_, H_), "ffn_gate": (FF_, H_), "ffn_up": (FF_, H_), "ffn_down": (H_, FF_)}
+        shapes = {"attn_q": (HEADS_ * HD, H_), "attn_k": (KV_ * HD, H_), "attn_v": (KV_ * HD, H_),
+                  "attn_output": (H_, HEADS_ * HD), "ffn_gate": (FF_, H_), "ffn_up": (FF_, H_), "ffn_down": (H_, FF_)}
         for kind, shape in shapes.items():
             add(f"blk.{i}.{kind}.weight", shape, TYPES[kind])
         for kind in ("attn_q", "attn_k", "attn_v") if bias else ():
             add(f"blk.{i}.{kind}.bias", (shapes[kind][0],), Q.F32)
+        if arch == "qwen3":
+            add(f"blk.{i}.attn_q_norm.weight", (HD,), Q.F32, 0.1)
+            add(f"blk.{i}.attn_k_norm.weight", (HD,), Q.F32, 0.1)
         add(f"blk.{i}.attn_norm.weight", (H_,), Q.F32, 0.1)
         add(f"blk.{i}.ffn_norm.weight", (H_,), Q.F32, 0.1)
     add("output_norm.weight", (H_,), Q.F32, 0.1)
@@ -192,7 +205,7 @@ def transformers_gguf_model(monkeypatch, path):
                                                              dtype=torch.float32).eval()
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "qwen3"])
 def test_matches_transformers_gguf_loading(tmp_path, monkeypatch, arch):
     """Every weight equals transformers' dequantized one: bit for bit for the Q8_0/Q4_0
     Linears and BF16 tensors, and BF16(round to nearest even) of it for the F32 tensors
@@ -203,6 +216,8 @@ def test_matches_transformers_gguf_loading(tmp_path, monkeypatch, arch):
     path = write_gguf(tmp_path / f"{arch}.gguf", arch=arch)
     theirs = transformers_gguf_model(monkeypatch, path)
     assert theirs.config.model_type == arch and theirs.config.vocab_size == VOCAB
+    if arch == "qwen3":  # heads of 128 in a width of 256 (4 heads): q_proj [512, 256], q/k norms
+        assert theirs.config.head_dim == QWEN3_HEAD_DIM != H // HEADS
     model = load_gguf(path, activations="bf16")
     assert type(model) is type(theirs)
     ref_sd = theirs.state_dict()
@@ -341,7 +356,7 @@ def no_model_built(monkeypatch):
     def built(*args, **kwargs):
         raise AssertionError("load_gguf built a model config for a bad file")
 
-    for name in ("Qwen2Config", "LlamaConfig"):
+    for name in ("Qwen2Config", "LlamaConfig", "Qwen3Config"):
         monkeypatch.setattr(transformers, name, built)
 
 
@@ -509,6 +524,53 @@ def test_tensors_against_the_model(tmp_path, no_model_built):
     refused(write_gguf(tmp_path / "down.gguf", raw={"blk.1.ffn_down.weight": (Q.F32, wide)}),
             r"blk\.1\.ffn_down\.weight is \[256, 1024\], the model expects \[256, 512\] "
             r"\(qwen2\.embedding_length = 256, qwen2\.feed_forward_length = 512\)")
+
+
+@pytest.fixture(scope="module")
+def good_qwen3(tmp_path_factory):
+    return write_gguf(tmp_path_factory.mktemp("gguf") / "qwen3.gguf", arch="qwen3")
+
+
+def test_qwen3_shapes_against_metadata(tmp_path, good_qwen3, no_model_built):
+    """qwen3: head_dim is attention.key_length (128 here, where embedding_length / head_count
+    is 64); a file whose tensors disagree with it, or with the head counts, is refused at
+    open in one line naming the key or tensor, before a model is built."""
+    reader = gguf.GGUFReader(str(good_qwen3))
+    u32 = struct.Struct("<I").pack
+    for i, (key, value, match) in enumerate([
+        ("qwen3.attention.key_length", u32(64),
+         r"head_count_kv = 2: 2 heads of 64 \(qwen3\.attention\.key_length = 64\) imply 128 rows in "
+         r"blk\.0\.attn_k\.weight, which has 256"),
+        ("qwen3.attention.key_length", u32(127), r"key_length = 127; RoPE needs an even head size"),
+        ("qwen3.attention.value_length", u32(64), r"value_length = 64 differs from qwen3\.attention\.key_length = 128"),
+        ("qwen3.attention.head_count", u32(8),
+         r"attn_q\.weight is \[512, 256\], the model expects \[1024, 256\] \(qwen3\.attention\.head_count = 8 "
+         r"heads of 128 \(qwen3\.attention\.key_length = 128\)"),
+    ]):
+        path = patched(good_qwen3, tmp_path / f"q{i}.gguf", value_offset(reader, key), value)
+        if key.endswith("key_length"):   # value_length too: one head size throughout
+            patched(path, path, value_offset(reader, "qwen3.attention.value_length"), value)
+        msg = refused(path, match)
+        assert "\n" not in msg, msg
+    for name, shape, match in (
+            ("blk.1.attn_k_norm.weight", (64,), r"blk\.1\.attn_k_norm\.weight is \[64\], the model expects \[128\] "
+                                                r"\(heads of 128 \(qwen3\.attention\.key_length\)\)"),
+            ("blk.0.attn_output.weight", (H, H), r"attn_output\.weight is \[256, 256\], the model expects \[256, 512\]")):
+        data = np.zeros(shape, np.float32).view(np.uint8)
+        refused(write_gguf(tmp_path / "raw.gguf", arch="qwen3", raw={name: (Q.F32, data)}), match)
+    refused(write_gguf(tmp_path / "nonorm.gguf", arch="qwen3", drop=("blk.1.attn_q_norm.weight",)),
+            r"tensors missing from the file: blk\.1\.attn_q_norm\.weight$")
+    refused(write_gguf(tmp_path / "bias.gguf", arch="qwen3", bias=True),
+            r"tensor blk\.0\.attn_q\.bias has no place in a qwen3 model")
+    # export does not take qwen3 yet: one line, before anything is loaded (docs/aot-package.md)
+    from rvv_inductor import export
+    assert export.main([str(good_qwen3), "-o", str(tmp_path / "q.pt2")]) == 2
+    # a qwen2 file with heads of another size than embedding_length / head_count: refused, not misread
+    path = write_gguf(tmp_path / "qwen2.gguf", dims=dict(HEAD_DIM=128))
+    msg = refused(path, r"metadata qwen2\.attention\.key_length = 128: a qwen2 model has heads of "
+                        r"qwen2\.embedding_length / qwen2\.attention\.head_count = 256 / 4 values \(heads of another "
+                        r"size load only for qwen3\)")
+    assert "\n" not in msg, msg
 
 
 def with_byte_array(raw, reader, key):

@@ -11,6 +11,8 @@ llama.cpp does with these files: within test_int8_activations' bound of the same
 and farther from it than the FP path."""
 from __future__ import annotations
 
+import os
+import pathlib
 import shutil
 import subprocess
 
@@ -72,11 +74,7 @@ def check_against_dequantized(model, path, tol_ulps=4):
             ("int8", "Q8_0"), ("int4", "Q4_0")), f"{name}: {layer.format} for a {types[gname]} tensor"
         assert torch.equal(layer.dequantized(), ref_w[gname]), f"{name}: differs from gguf.dequantize"
         formats[layer.format] = formats.get(layer.format, 0) + 1
-    ref = load_gguf(path)
-    for name, layer in quant.items():
-        parent, _, child = name.rpartition(".")
-        setattr(ref.get_submodule(parent) if parent else ref, child, FP32Linear(ref_w[_gguf_name(name, types)],
-                                                                                 layer.bias))
+    ref = dequantized_twin(path)
     torch.manual_seed(3)
     tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS))
     want = teacher_forced_logits(ref, tokens)
@@ -85,6 +83,17 @@ def check_against_dequantized(model, path, tol_ulps=4):
     print(f"{path.name}: formats {formats}, max logit difference {(got - want).abs().max().item():.4g} (tol {tol:.4g})")
     assert (got - want).abs().max().item() <= tol
     return formats, want, got, tokens
+
+
+def dequantized_twin(path):
+    """load_gguf's model of ``path`` with every quantized Linear an FP32 product of its exact
+    weight (what the file's blocks decode to)."""
+    ref = load_gguf(path)
+    for name, layer in list(ref.named_modules()):
+        if isinstance(layer, regional.RVVQuantLinear):
+            parent, _, child = name.rpartition(".")
+            setattr(ref.get_submodule(parent) if parent else ref, child, FP32Linear(layer.dequantized(), layer.bias))
+    return ref
 
 
 def _gguf_name(name: str, types: dict) -> str:
@@ -162,10 +171,11 @@ def test_q4_k_m_matches_transformers_gguf_loading(q4_k_m, monkeypatch):
     check_against_transformers(model, q4_k_m, monkeypatch)
 
 
-def check_against_transformers(model, path, monkeypatch):
+def check_against_transformers(model, path, monkeypatch, tol_ulps=4):
     """transformers' own GGUF loading of ``path``: every quantized Linear of ``model`` equals
-    its weight bit for bit, and the logits agree within 4 BF16 ulps of a twin holding
-    transformers' weights (the quantized Linears in FP32)."""
+    its weight bit for bit, and the logits agree within ``tol_ulps`` BF16 ulps of a twin
+    holding transformers' weights (the quantized Linears in FP32). Returns the largest
+    logit difference."""
     from test_transformers import PROMPT, STEPS, bf16_ulp, teacher_forced_logits
 
     theirs = transformers_gguf_model(monkeypatch, path)
@@ -183,8 +193,11 @@ def check_against_transformers(model, path, monkeypatch):
     tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS))
     want = teacher_forced_logits(ref, tokens)
     got = teacher_forced_logits(model, tokens)
-    tol = 4 * bf16_ulp(want.abs().max().item())
-    assert (got - want).abs().max().item() <= tol
+    tol = tol_ulps * bf16_ulp(want.abs().max().item())
+    diff = (got - want).abs().max().item()
+    print(f"{path.name}: max logit difference to transformers' GGUF model {diff:.4g} (tol {tol:.4g})")
+    assert diff <= tol
+    return diff
 
 
 _LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
@@ -343,3 +356,154 @@ def test_q4_k_m_with_compiled_layers(q4_k_m, inductor_cache):
     # As test_layer_regions: fused FP32 RMSNorm/RoPE/SiLU against eager's BF16 rounding.
     tol = 8 * bf16_ulp(want.abs().max().item())
     assert (got - want).abs().max().item() <= tol
+
+
+# ---------------------------------------------------------------------------------------
+# qwen3: files written by the demo's write_gguf from a random transformers Qwen3 (heads of
+# 128 where hidden / heads is 64 or 160, per-head q/k RMSNorm, no biases), each written
+# once per module.
+
+QWEN3_HEAD_DIM = 128  # transformers' GGUF loading of qwen3 takes Qwen3Config's default head_dim (test_gguf)
+QWEN3_SHAPES = {
+    # 4 heads of 128 in a width of 256: q_proj [512, 256], o_proj [256, 512]
+    "small": dict(hidden=256, heads=HEADS, kv_heads=KV),
+    # hidden 640 is no multiple of 256: llama-quantize's Q4_K_M falls back to Q5_0 / Q8_0 in
+    # q/k/v/gate/up and the output matrix; o_proj (K = 512) and ffn_down (K = 1280) keep K-quants
+    "k640": dict(hidden=640, heads=HEADS, kv_heads=KV, intermediate=1280, layers=1),
+}
+
+
+@pytest.fixture(scope="module")
+def qwen3_file(tmp_path_factory):
+    """qwen3_file(fmt, shape="small") -> (transformers model, GGUF path): write_gguf of a
+    random Qwen3 in ``fmt`` (bf16, q8_0, q4_0 or q4_k_m: bf16 then llama-quantize)."""
+    from small_decoders import random_decoder
+
+    from rvv_inductor.demo import llamacpp
+
+    where, made = tmp_path_factory.mktemp("qwen3"), {}
+
+    def get(fmt, shape="small"):
+        if (fmt, shape) not in made:
+            dims = {"layers": LAYERS, **QWEN3_SHAPES[shape]}
+            model = random_decoder("qwen3", vocab=VOCAB, max_positions=256, init_range=0.05, head_dim=QWEN3_HEAD_DIM,
+                                   seed=7, **dims).to(torch.bfloat16).eval()
+            info = llamacpp.write_gguf(model, where / f"qwen3-{shape}-{fmt}.gguf", fmt)
+            made[fmt, shape] = model, pathlib.Path(info["path"])
+        return made[fmt, shape]
+
+    return get
+
+
+def _qwen3_structure(model, hidden=256):
+    cfg = model.config
+    assert type(model).__name__ == "Qwen3ForCausalLM" and cfg.head_dim == QWEN3_HEAD_DIM != hidden // cfg.num_attention_heads
+    attn = model.model.layers[0].self_attn
+    assert (attn.q_proj.out_features, attn.o_proj.in_features) == (HEADS * QWEN3_HEAD_DIM,) * 2
+    assert attn.q_norm.weight.shape == attn.k_norm.weight.shape == (QWEN3_HEAD_DIM,)
+    assert attn.q_proj.bias is None and not cfg.attention_bias
+
+
+# The bounded tier runs Q4_0 (~10 s): BF16 compiles the regional BF16 artifacts of these
+# shapes (~260 s emulated), and Q8_0 against transformers is test_gguf's qwen3 file too.
+@pytest.mark.parametrize("fmt", [pytest.param("bf16", marks=pytest.mark.slow), pytest.param("q8_0", marks=pytest.mark.slow),
+                                 "q4_0"])
+def test_qwen3_from_write_gguf_matches_transformers(qwen3_file, monkeypatch, fmt):
+    """A random Qwen3 written by the demo's write_gguf, loaded by load_gguf on the regional
+    path: Q8_0/Q4_0 Linears packed from the file's blocks, BF16 ones packed by
+    compile_linears; every Linear on RVV; weights equal transformers' GGUF loading of the
+    same file bit for bit, logits within 4 BF16 ulps of its model. The q/k norms are the
+    source model's (random, so a swap would show)."""
+    source, path = qwen3_file(fmt)
+    model = load_gguf(path, activations="bf16")
+    _qwen3_structure(model)
+    for i, layer in enumerate(model.model.layers):
+        for norm in ("q_norm", "k_norm"):
+            assert torch.equal(getattr(layer.self_attn, norm).weight, getattr(source.model.layers[i].self_attn, norm)
+                               .weight), f"layer {i} {norm}"
+    if fmt == "bf16":
+        regional.compile_linears(model)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) or isinstance(m, regional.RVVLinear)]
+    assert len(linears) == LAYERS * 7 + 1
+    assert all(isinstance(m, regional.RVVLinear) for m in linears), [type(m).__name__ for m in linears]
+    assert {m.format for m in linears} == {{"bf16": "bf16", "q8_0": "int8", "q4_0": "int4"}[fmt]}
+    check_against_transformers(model, path, monkeypatch)
+    if fmt == "q4_0":  # what `serve FILE.gguf` checks and loads: the same layers and logits
+        from test_transformers import PROMPT, STEPS, teacher_forced_logits
+
+        from rvv_inductor import serve
+
+        assert serve.check_model(str(path), None) == path.resolve()
+        served, report = serve.load_gguf_packed(path, "bf16")
+        assert not report.fell_back and not [n for n, m in served.named_modules() if type(m) is torch.nn.Linear]
+        tokens = torch.randint(0, VOCAB, (1, PROMPT + STEPS), generator=torch.Generator().manual_seed(5))
+        assert torch.equal(teacher_forced_logits(served, tokens), teacher_forced_logits(model, tokens))
+
+
+@pytest.mark.slow
+def test_qwen3_with_compiled_layers(qwen3_file, monkeypatch, inductor_cache):
+    """load_gguf(path, compile_layers=True) on a Qwen3 Q4_0 file: every decoder layer one
+    compiled region (q/k norms of 128-wide heads inside it, attention on the RVV op), the
+    logits within 8 BF16 ulps of transformers' GGUF model (as test_layer_regions: fused FP32
+    RMSNorm/RoPE/SiLU against eager's BF16 rounding)."""
+    from rvv_inductor import layer_regions
+
+    _, path = qwen3_file("q4_0")
+    torch._dynamo.reset()
+    model = load_gguf(path, compile_layers=True, activations="bf16")
+    _qwen3_structure(model)
+    assert all(layer_regions.is_compiled(layer) for layer in model.model.layers)
+    assert model.config._attn_implementation == "rvv"
+    check_against_transformers(model, path, monkeypatch, tol_ulps=8)
+
+
+def test_qwen3_q4_k_m_loads_its_fallback_types(qwen3_file, monkeypatch):
+    """write_gguf's BF16 Qwen3 (one layer) made Q4_K_M by Debian's llama-quantize (hidden 640: K not a
+    multiple of 256 in q/k/v/gate/up and the output matrix): each tensor loads in its own
+    format (Q5_0, Q8_0 and K-quants mixed, no BF16 Linear), bit for bit gguf.dequantize,
+    with the FP32 twin's logits, and agrees with transformers' loading of the file."""
+    _, path = qwen3_file("q4_k_m", "k640")
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
+    assert types["blk.0.attn_q.weight"] == "Q5_0" and types["blk.0.attn_q_norm.weight"] == "F32", types
+    assert types["blk.0.attn_output.weight"] in ("Q4_K", "Q6_K") and types["blk.0.ffn_down.weight"] in ("Q4_K", "Q6_K")
+    model = load_gguf(path, activations="bf16")
+    _qwen3_structure(model, hidden=640)
+    assert not [n for n, m in model.named_modules() if type(m) is torch.nn.Linear], "a Linear left in BF16"
+    formats, *_ = check_against_dequantized(model, path)
+    assert {"q5_0", "q4_k"} <= set(formats), formats
+    check_against_transformers(model, path, monkeypatch)
+
+
+def test_qwen3_q4_k_m_against_llamacpp(qwen3_file, tmp_path):
+    """llama.cpp (bench/llama_decode, Debian's libllama) on the same Qwen3 Q4_K_M file,
+    teacher-forced on our greedy tokens: the logit distance of each to the FP32 twin (the
+    file's exact weights) is reported; ours (FP path) within 4 BF16 ulps of it, llama.cpp's
+    (Q8_K/Q8_0 activations, F16 KV cache) within test_int8_activations' bound. Needs
+    RVV_LLAMA_DECODE (skipped without, as test_llamacpp.py)."""
+    from test_int8_activations import LOGIT_BOUND
+    from test_llamacpp import PROMPT as LPROMPT
+    from test_llamacpp import STEPS as LSTEPS
+    from test_llamacpp import bf16_ulp, forced, greedy
+
+    from rvv_inductor.demo import llamacpp
+
+    if not llamacpp.driver():
+        pytest.skip(f"{llamacpp.ENV} is not set: build bench/llama_decode (ninja -C build/bench-rv64 llama_decode)")
+    why = llamacpp.unavailable()
+    assert why is None, why
+    _, path = qwen3_file("q4_k_m", "k640")
+    torch.manual_seed(6)
+    prompt = torch.randint(0, VOCAB, (1, LPROMPT))
+    got, tokens = greedy(load_gguf(path, activations="bf16"), prompt, LSTEPS)
+    want = forced(dequantized_twin(path), torch.cat([prompt, torch.tensor([tokens[:-1]])], 1))
+    logits_path = tmp_path / "logits.bin"
+    out = llamacpp.run(path, prompt[0].tolist(), LSTEPS, feed=tokens[:-1], logits_path=logits_path)
+    lz = torch.from_numpy(np.fromfile(logits_path, dtype=np.float32).reshape(LPROMPT + LSTEPS, VOCAB))[LPROMPT - 1:]
+    scale = want.abs().max().item()
+    d_ours, d_llama, d_both = ((a - b).abs().max().item() for a, b in ((got, want), (lz, want), (got, lz)))
+    agree = (lz.argmax(-1) == got.argmax(-1)).float().mean().item()
+    print(f"{path.name}: |z|max {scale:.3f}; max |logit - FP32 twin|: ours {d_ours:.4f}, llama.cpp {d_llama:.4f} "
+          f"({d_llama / scale:.4f} of |z|max); ours - llama.cpp {d_both:.4f}; top-1 agreement {agree:.0%}; "
+          f"ggml variant {os.path.basename(out['ggml_cpu_so'])}")
+    assert d_ours <= 4 * bf16_ulp(scale)
+    assert d_llama / scale <= LOGIT_BOUND

@@ -65,9 +65,16 @@ def bf16_ulp(x: float) -> float:
     return 2.0 ** (np.floor(np.log2(x)) - 7)
 
 
+QWEN3_HEAD_DIM = 128  # heads of 128 in a width of 256 (H / HEADS = 64), as Qwen3-0.6B's 16 x 128 in 1024
+
+
+def head_dim(arch):
+    return QWEN3_HEAD_DIM if arch == "qwen3" else H // HEADS
+
+
 def make_model(arch, tie, seed=0):
     return random_decoder(arch, hidden=H, heads=HEADS, kv_heads=KV, vocab=VOCAB, max_positions=256,
-                          init_range=0.05, tie=tie, seed=seed).to(torch.bfloat16).eval()
+                          init_range=0.05, tie=tie, seed=seed, head_dim=head_dim(arch)).to(torch.bfloat16).eval()
 
 
 def roundtrip(a: np.ndarray, fmt: str) -> np.ndarray:
@@ -191,14 +198,16 @@ def test_q4_k_m_file_is_quantized_once_per_source(tmp_path, monkeypatch):
 
 @needs_driver
 @pytest.mark.parametrize("arch,fmt,tie", [("qwen2", "q8_0", False), ("qwen2", "q4_0", False),
-                                          ("qwen2", "bf16", False), ("llama", "q4_0", True)])
+                                          ("qwen2", "bf16", False), ("llama", "q4_0", True),
+                                          ("qwen3", "q8_0", True)])
 def test_llamacpp_matches_ours(tmp_path, arch, fmt, tie):
     why = llamacpp.unavailable()
     assert why is None, why  # the variable is set: the driver must work
     model = make_model(arch, tie)
     info = llamacpp.write_gguf(model, tmp_path / f"{arch}-{fmt}.gguf", fmt)
     per_row = {"q8_0": 34 / 32, "q4_0": 18 / 32, "bf16": 2.0}[fmt]
-    n_linear = 2 * (H * H + 2 * (KV * H // HEADS) * H + H * H + 3 * H * 2 * H) + VOCAB * H
+    q, kv = HEADS * head_dim(arch), KV * head_dim(arch)
+    n_linear = 2 * (H * q + 2 * kv * H + q * H + 3 * H * 2 * H) + VOCAB * H
     assert info["linear_weight_bytes"] == int(n_linear * per_row)
     assert info["format"] == fmt and info["file_bytes"] == os.path.getsize(info["path"])
 

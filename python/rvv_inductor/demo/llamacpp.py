@@ -1,4 +1,4 @@
-"""llama.cpp on the demo's weights: a transformers Qwen2/Llama model written as GGUF
+"""llama.cpp on the demo's weights: a transformers Qwen2/Qwen3/Llama model written as GGUF
 (BF16, Q8_0 or Q4_0, with python3-gguf), run by ``bench/llama_decode`` (Debian's libllama,
 one marker region per decode step for the rvvcount plugin).
 
@@ -18,7 +18,9 @@ What the GGUF holds, per ``fmt``:
   ``llama-quantize --pure`` writes: no tensor is promoted to another type (llama-quantize's
   default Q4_0 mix would make ``output.weight`` Q6_K), so llama.cpp reads exactly the bytes
   per token of the format named;
-* norms and the q/k/v biases in F32, as the converter writes them;
+* norms (Qwen3's per-head q/k norms too) and the q/k/v biases in F32, as the converter
+  writes them; Qwen3's head size as ``qwen3.attention.key_length`` / ``value_length``
+  (always, as the converter writes them from its ``head_dim``);
 * ``q4_k_m``: the ``bf16`` file quantized by Debian's ``llama-quantize ... Q4_K_M``, as a
   user makes the file the model cards recommend: llama.cpp's own mix (Q4_K for most
   Linears, Q6_K for some, its choice of the embedding and output types). The same file
@@ -50,7 +52,9 @@ _FTYPE = {"bf16": 32, "q8_0": 7, "q4_0": 2}  # llama_ftype: MOSTLY_BF16, MOSTLY_
 _LINEAR = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
            "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
            "mlp.down_proj": "ffn_down"}
-_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+          "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}  # (the last two: qwen3)
+ARCHS = ("qwen2", "llama", "qwen3")
 _ROWS_PER_CHUNK = 4096  # quantize big matrices this many rows at a time (bounded FP32 copy)
 
 
@@ -87,8 +91,8 @@ def unavailable(fmt: str | None = None) -> str | None:
 
 def _arch(config) -> str:
     arch = getattr(config, "model_type", None)
-    if arch not in ("qwen2", "llama"):
-        raise ValueError(f"write_gguf: model_type {arch!r} is not supported (qwen2, llama)")
+    if arch not in ARCHS:
+        raise ValueError(f"write_gguf: model_type {arch!r} is not supported ({', '.join(ARCHS)})")
     return arch
 
 
@@ -109,7 +113,8 @@ def _plan(model, fmt: str):
     for i in range(cfg.num_hidden_layers):
         pre = f"model.layers.{i}."
         for hf, g in _NORMS.items():
-            plan.append((f"blk.{i}.{g}.weight", sd.pop(pre + hf + ".weight"), "F32", 0))
+            if pre + hf + ".weight" in sd:  # (q/k norms: qwen3 only)
+                plan.append((f"blk.{i}.{g}.weight", sd.pop(pre + hf + ".weight"), "F32", 0))
         for hf, g in _LINEAR.items():
             heads = 0
             if arch == "llama" and g == "attn_q":
@@ -166,7 +171,7 @@ def _encode(t, gtype: str, heads: int):
 
 
 def write_gguf(model, path, fmt) -> dict:
-    """Write a transformers Qwen2/Llama model as a GGUF file in ``fmt`` (see the module
+    """Write a transformers Qwen2/Qwen3/Llama model as a GGUF file in ``fmt`` (see the module
     docstring). Returns {"path", "file_bytes", "linear_weight_bytes" (the Linear weights and
     the output matrix, which every decode token reads), "format"}."""
     # lazy: gguf, numpy; this module must import without them (host)
@@ -202,7 +207,7 @@ def write_gguf(model, path, fmt) -> dict:
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_kv)
-    if head_dim != cfg.hidden_size // n_head:
+    if arch == "qwen3" or head_dim != cfg.hidden_size // n_head:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)

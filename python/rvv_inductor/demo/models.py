@@ -1,5 +1,5 @@
-"""The demo's models: named Qwen2-architecture configs with random weights (fixed seed),
-or a local Hugging Face checkpoint (config.json + safetensors; never a hub download)."""
+"""The demo's models: named Qwen2- and Qwen3-architecture configs with random weights (fixed
+seed), or a local Hugging Face checkpoint (config.json + safetensors; never a hub download)."""
 from __future__ import annotations
 
 import json
@@ -27,19 +27,39 @@ CONFIGS: dict[str, dict] = {
                          num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
     "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                          num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    # Qwen3: heads of 128 whatever the width (q_proj [2048, 1024], o_proj [1024, 2048]),
+    # per-head q/k RMSNorm, no q/k/v bias
+    "qwen3-0.6b": dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                       tie_word_embeddings=True),
 }
 _COMMON = dict(rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=32768, hidden_act="silu")
 
-SUPPORTED_ARCHS = ("qwen2", "llama")
+SUPPORTED_ARCHS = ("qwen2", "llama", "qwen3")
 _CONVERTIBLE_DTYPES = ("bfloat16", "float16", "float32")
 
 
 def param_count(cfg: dict) -> int:
-    """Parameters of a Qwen2 decoder with these dimensions (q/k/v biases included)."""
+    """Parameters of a Qwen2 decoder with these dimensions (q/k/v biases included), or of a
+    Qwen3 one (``model_type`` "qwen3": heads of ``head_dim``, q/k norms, no biases)."""
     h, i, L, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-    kv = h // cfg["num_attention_heads"] * cfg["num_key_value_heads"]
-    per_layer = h * h + h + 2 * (h * kv + kv) + h * h + 3 * h * i + 2 * h
+    if cfg.get("model_type") == "qwen3":
+        d = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+        q, kv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+        per_layer = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h + 2 * d
+    else:
+        kv = h // cfg["num_attention_heads"] * cfg["num_key_value_heads"]
+        per_layer = h * h + h + 2 * (h * kv + kv) + h * h + 3 * h * i + 2 * h
     return v * h * (1 if cfg.get("tie_word_embeddings") else 2) + L * per_layer + h
+
+
+def hf_config(transformers, cfg: dict):
+    """(the transformers config, the model class) of a --config dict: Qwen2 unless its
+    ``model_type`` says "qwen3"."""
+    cfg = dict(cfg)
+    if cfg.pop("model_type", "qwen2") == "qwen3":
+        return transformers.Qwen3Config(**cfg), transformers.Qwen3ForCausalLM
+    return transformers.Qwen2Config(**cfg), transformers.Qwen2ForCausalLM
 
 
 def config_dict(name: str, layers: int | None) -> dict:
@@ -129,8 +149,8 @@ def build(spec: dict):
         except Exception as e:  # transformers/safetensors raise many types for bad files
             raise DemoInputError(f"--model {spec['model_dir']}: loading failed: {type(e).__name__}: {e}") from None
     else:
-        cfg = transformers.Qwen2Config(**spec["config"])
-        model = _random_model(transformers, cfg, spec["seed"])
+        cfg, cls = hf_config(transformers, spec["config"])
+        model = _random_model(cls, cfg, spec["seed"])
     model = model.to(torch.bfloat16).eval()
     model.requires_grad_(False)
     return model
@@ -139,8 +159,8 @@ def build(spec: dict):
 _POOL = 1048573  # a prime: row i and row j of a [N, K] weight coincide only if P | (j - i) * K
 
 
-def _random_model(transformers, cfg, seed: int):
-    """A Qwen2 model with reproducible random BF16 weights, built without transformers'
+def _random_model(cls, cfg, seed: int):
+    """A Qwen2 (Qwen3) model with reproducible random BF16 weights, built without transformers'
     initialisation: drawing ~1.5e9 normals for the 1.5B config takes many minutes under
     emulation. Every matrix and bias is a window, at a random offset, of one prime-sized
     pool of N(0, 0.02) values (so no two rows of any weight here are equal); norm weights
@@ -148,7 +168,7 @@ def _random_model(transformers, cfg, seed: int):
     import torch  # lazy: torch; this module must import without it (the demo's driver, host tools)
 
     with torch.device("meta"):
-        model = transformers.Qwen2ForCausalLM(cfg)
+        model = cls(cfg)
     model = model.to_empty(device="cpu").to(torch.bfloat16)
     if cfg.tie_word_embeddings:
         model.tie_weights()  # to_empty gives each module its own tensor
@@ -194,9 +214,9 @@ def build_lazy(spec: dict):
             raise DemoInputError(f"--model {spec['model_dir']}: building the model failed: "
                                  f"{type(e).__name__}: {e}") from None
     else:
-        cfg = transformers.Qwen2Config(**spec["config"])
+        cfg, cls = hf_config(transformers, spec["config"])
         with torch.device("meta"):
-            model = transformers.Qwen2ForCausalLM(cfg)
+            model = cls(cfg)
     model = model.to(torch.bfloat16).eval()
     model.requires_grad_(False)
     if cfg.tie_word_embeddings:

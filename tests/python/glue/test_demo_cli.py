@@ -597,3 +597,14 @@ def test_board_lines_only_beside_the_boards_model():
     assert report._boards_model(rep)
     rep["spec"]["config"]["num_hidden_layers"] = 2  # a 2-layer cut of the 1.5B is not the boards' model
     assert not report._boards_model(rep)
+
+
+def test_qwen3_config():
+    """--config qwen3-0.6b: Qwen3-0.6B's dimensions (heads of 128: q_proj [2048, 1024]), its
+    parameter count (tied embedding, q/k norms, no biases: 596M with the full vocabulary);
+    the package modes are refused in one line (export does not take qwen3 yet)."""
+    with pytest.raises(demo_pkg.models.DemoInputError, match="package modes do not take a qwen3 model"):
+        spec_of("--config", "qwen3-0.6b")
+    s = spec_of("--config", "qwen3-0.6b", "--modes", "eager,regional-int4")
+    assert s["config"]["model_type"] == "qwen3" and s["config"]["head_dim"] == 128
+    assert s["n_params_expected"] == 596049920
