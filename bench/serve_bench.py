@@ -364,8 +364,10 @@ class Run:
                      "OMP_WAIT_POLICY=passive", f"OMP_NUM_THREADS={self.threads}",
                      f"TORCHINDUCTOR_CACHE_DIR={self.inductor_cache}"]
         if self.mixed and self.kind != "llama":  # per-step regions (bench/serve_steps/sitecustomize.py)
-            if self.steps_log.exists():
-                self.steps_log.unlink()
+            # a level flag left by an interrupted run would count the warm-up as a level
+            for f in (self.steps_log, Path(str(self.steps_log) + ".level")):
+                if f.exists():
+                    f.unlink()
             guest_env += [f"RVV_STEP_LOG={self.steps_log}",
                           f"PYTHONPATH={REPO / 'bench' / 'serve_steps'}:{REPO / 'python'}"]
         cmd = [str(REPO / "scripts" / "rv64"), "--vlen", "256", "env", *guest_env, *self.guest_argv()]
