@@ -196,6 +196,45 @@ def test_concurrent_requests_equal_alone_and_eager(ckpt, eager_ref, cb):
     assert not running.alive()
 
 
+@pytest.mark.slow  # ~115 s emulated
+def test_qwen3_gguf_serves(ckpt, tmp_path):
+    """A qwen3 GGUF file (write_gguf's Q4_0 of a random Qwen3: 4 heads of 128 in a width of
+    320, so the paged KV cache's head size is not hidden / heads) served with continuous
+    batching and the test's tokenizer: every Linear on RVV, attention "paged|rvv", and each
+    prompt's completion, alone and with 4 in flight, is load_gguf's own greedy decode where
+    its top-2 margins are decisive."""
+    from small_decoders import random_decoder
+
+    from rvv_inductor.demo import llamacpp
+    from rvv_inductor.gguf_load import load_gguf
+
+    src = random_decoder("qwen3", hidden=DIM, heads=4, kv_heads=2, head_dim=128, vocab=VOCAB,
+                         max_positions=CONTEXT, init_range=0.2, seed=3).to(torch.bfloat16).eval()
+    path = Path(llamacpp.write_gguf(src, tmp_path / "qwen3-q4_0.gguf", "q4_0")["path"])
+    tok = transformers.AutoTokenizer.from_pretrained(ckpt)
+    ours = load_gguf(path)
+    prompts = [_prompt(i) for i in range(4)]
+    running = serve.start(_opts(path, tokenizer=str(ckpt), continuous_batching=True))
+    try:
+        assert running.summary["layers_rvv"] == 2 * 7 + 1 and running.summary["layers_fallback"] == 0
+        assert running.summary["attention"] == "paged|rvv"
+        assert running.model.config.model_type == "qwen3" and running.model.config.head_dim == 128
+        c = Client(running)
+        alone = [c.complete(p) for p in prompts]
+        assert c.many(prompts, workers=4) == alone
+    finally:
+        running.stop()
+    for text, p in zip(alone, prompts):
+        ids = tok(p, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            out = ours.generate(ids, max_new_tokens=NEW, do_sample=False, output_scores=True,
+                                return_dict_in_generate=True)
+        gen = out.sequences[0, ids.shape[1]:].tolist()
+        margins = [float(s[0].float().topk(2).values.diff().abs()) for s in out.scores]
+        decisive = next((i for i, m in enumerate(margins) if m <= TIE_MARGIN), len(gen))
+        assert text.startswith(tok.decode(gen[:decisive])), (p, text, tok.decode(gen), margins)
+
+
 def test_robustness(ckpt):
     running = serve.start(_opts(ckpt, continuous_batching=True))
     try:
