@@ -3,14 +3,15 @@
 // (libggml-cpu-riscv64_v.so with RVV, libggml-cpu-riscv64_0.so without), charged to a
 // marker region for the rvvcount plugin. Run under QEMU with the plugin; see bench/run.sh.
 //
-//   ggml_linear --weights q8_0|q4_0|q4_1|q4_k|q5_k|q6_k|f16|bf16 --m M --k K --n N [--region ID] [--no-check]
+//   ggml_linear --weights q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k|f16|bf16
+//               --m M --k K --n N [--region ID] [--no-check]
 //
 // As in llama.cpp's decode: W is a [N, K] tensor of the weight type (ggml ne = {K, N}),
 // X an F32 [M, K] activation, one CPU backend with n_threads = 1, one graph with one
 // MUL_MAT node computed by ggml_backend_graph_compute. The region covers that whole call:
 // the CPU backend's graph plan and launch, the conversion of X to the weight type's
-// vec_dot type (Q8_0 for Q8_0/Q4_0 weights, Q8_1 for Q4_1, Q8_K for the K-quants Q4_K/Q5_K/
-// Q6_K, F16/BF16 for F16/BF16) that ggml does inside the MUL_MAT, and the dot products. A second region (ID + 1) runs the same graph on a
+// vec_dot type (Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL weights, Q8_1 for Q4_1/Q5_1, Q8_K for the
+// K-quants Q2_K..Q6_K and IQ4_XS, F16/BF16 for F16/BF16) that ggml does inside the MUL_MAT, and the dot products. A second region (ID + 1) runs the same graph on a
 // 1-row view of W: the per-call part (launch + activation conversion + one row).
 // A warm-up call on a 64-row view of W runs first, outside any region (work buffer,
 // OpenMP team, first-touch of the code).
@@ -23,9 +24,10 @@
 // the backend's feature list) and an output spot check against a double-precision dot
 // product of the dequantized weights and X. Weight rows repeat with period 64, copied with
 // memcpy (cheap setup under emulation); the kernels have no data-dependent control flow.
-// Q8_0/Q4_0 rows are random blocks; Q4_1 and the K-quants (K a multiple of 256) are a
-// random FP32 W quantized by ggml's own quantizer (ggml_quantize_chunk, no importance
-// matrix), as llama-quantize would, so their sub-block scales and mins are valid.
+// Q8_0/Q4_0 rows are random blocks; the other block types (the K-quants and IQ4_XS need K
+// a multiple of 256) are a random FP32 W quantized by ggml's own quantizer
+// (ggml_quantize_chunk, no importance matrix: none of these types requires one), as
+// llama-quantize would, so their sub-block scales and mins are valid.
 #include <link.h>
 
 #include <cinttypes>
@@ -88,6 +90,12 @@ void fill_row(ggml_type type, int64_t K, uint8_t* row) {
       break;
     }
     case GGML_TYPE_Q4_1:
+    case GGML_TYPE_Q5_0:
+    case GGML_TYPE_Q5_1:
+    case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_IQ4_XS:
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K:
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q5_K:
     case GGML_TYPE_Q6_K: {  // ggml's quantizer on a random FP32 row
@@ -141,7 +149,8 @@ int main(int argc, char** argv) {
     else if (a == "--region") region = std::atoi(next());
     else if (a == "--no-check") check = false;
     else if (a == "-h" || a == "--help") {
-      std::printf("ggml_linear --weights q8_0|q4_0|q4_1|q4_k|q5_k|q6_k|f16|bf16 --m M --k K --n N [--region ID] [--no-check]\n");
+      std::printf("ggml_linear --weights q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k|f16|bf16 "
+                  "--m M --k K --n N [--region ID] [--no-check]\n");
       return 0;
     } else die("unknown argument %s", a.c_str());
   }
@@ -149,14 +158,23 @@ int main(int argc, char** argv) {
   if (wname == "q8_0") type = GGML_TYPE_Q8_0;
   else if (wname == "q4_0") type = GGML_TYPE_Q4_0;
   else if (wname == "q4_1") type = GGML_TYPE_Q4_1;
+  else if (wname == "q5_0") type = GGML_TYPE_Q5_0;
+  else if (wname == "q5_1") type = GGML_TYPE_Q5_1;
+  else if (wname == "iq4_nl") type = GGML_TYPE_IQ4_NL;
+  else if (wname == "iq4_xs") type = GGML_TYPE_IQ4_XS;
+  else if (wname == "q2_k") type = GGML_TYPE_Q2_K;
+  else if (wname == "q3_k") type = GGML_TYPE_Q3_K;
   else if (wname == "q4_k") type = GGML_TYPE_Q4_K;
   else if (wname == "q5_k") type = GGML_TYPE_Q5_K;
   else if (wname == "q6_k") type = GGML_TYPE_Q6_K;
   else if (wname == "f16") type = GGML_TYPE_F16;
   else if (wname == "bf16") type = GGML_TYPE_BF16;
-  else die("unknown --weights %s (q8_0, q4_0, q4_1, q4_k, q5_k, q6_k, f16, bf16)", wname.c_str());
+  else die("unknown --weights %s (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, q5_k, q6_k, f16, bf16)",
+           wname.c_str());
   if (M < 1 || K < 32 || N < 1 || K % 32) die("need M >= 1, N >= 1 and K a positive multiple of 32");
-  if (K % ggml_blck_size(type)) die("--weights %s needs K a multiple of its block (256 for the K-quants)", wname.c_str());
+  if (K % ggml_blck_size(type))
+    die("--weights %s needs K a multiple of its block (256 for the K-quants and IQ4_XS)", wname.c_str());
+  if (ggml_quantize_requires_imatrix(type)) die("--weights %s needs an importance matrix", wname.c_str());
   if (region < 1 || region > 2046) die("--region must be 1..2046");
 
   // ---------------------------------------------------------------- backend

@@ -4,7 +4,7 @@
 // the plugin; see bench/run.sh.
 //
 //   linear_bench --path scalar|rvv|rvv_zvfh|rvv_zvfbf --format packed|rowmajor --m M --k K --n N
-//                [--weights bf16|int8|int4|q4_1|q4_k|q5_k|q6_k] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
+//                [--weights bf16|int8|int4|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k] [--group G] [--zero-points] [--scales f16|bf16] [--x-int8]
 //                [--x-int8-gemm]
 //                [--region ID] [--no-check] [--threads T]
 //
@@ -134,10 +134,11 @@ int main(int argc, char** argv) {
   if (weights == "int8") wfmt = ri::DType::kInt8;
   else if (weights == "int4") wfmt = ri::DType::kInt4;
   else if (weights != "bf16") {
-    // The GGUF block formats by their names in weight_formats.inl (q4_1, q4_k, q5_k, q6_k).
+    // The GGUF block formats by their names in weight_formats.inl (q4_1, q5_0, ..., q6_k).
     for (const ri::WeightFormatTraits& t : ri::kWeightFormats)
       if (t.record_bytes > 0 && weights == t.name) wfmt = t.code;
-    if (wfmt == ri::DType::kBF16) die("--weights must be bf16, int8, int4, q4_1, q4_k, q5_k or q6_k (got %s)", weights.c_str());
+    if (wfmt == ri::DType::kBF16) die("--weights must be bf16, int8, int4 or a GGUF block format (q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, "
+                                                  "q3_k, q4_k, q5_k, q6_k; got %s)", weights.c_str());
   }
   const bool blockq = ri::is_block_format(wfmt);
   const bool quant = wfmt != ri::DType::kBF16 && !blockq;
@@ -183,7 +184,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < wref.size(); i++) wref[i] = ri::bf16_to_f32(wrows[i]);
   }
   // GGUF block formats: P rows of random file blocks (random integer bits, f16 scales and
-  // mins around 2^-8 of both signs), their values read back from the packed form.
+  // mins around 2^-8 of both signs where the file keeps them: d and m / dmin first in Q4_1,
+  // Q5_1 and Q4_K/Q5_K, d first in Q5_0, IQ4_NL and IQ4_XS, d + dmin at byte 80 in Q2_K,
+  // d at 108 in Q3_K and at 208 in Q6_K), their values read back from the packed form.
   std::vector<uint8_t> fblocks;
   int64_t fb_row = 0;
   if (blockq) {
@@ -192,8 +195,10 @@ int main(int argc, char** argv) {
     fblocks.resize(size_t(P * fb_row));
     for (auto& b : fblocks) b = uint8_t(rand_bf16(seed));
     for (int64_t off = 0; off < P * fb_row; off += t.file_block_bytes) {
-      const int d_at = wfmt == ri::DType::kQ6_K ? 208 : 0;
-      for (int h = 0; h < (wfmt == ri::DType::kQ6_K ? 1 : 2); ++h) {
+      const int d_at = wfmt == ri::DType::kQ6_K ? 208 : wfmt == ri::DType::kQ3_K ? 108 : wfmt == ri::DType::kQ2_K ? 80 : 0;
+      const bool one = wfmt == ri::DType::kQ6_K || wfmt == ri::DType::kQ3_K || wfmt == ri::DType::kQ5_0 ||
+                       wfmt == ri::DType::kIQ4_NL || wfmt == ri::DType::kIQ4_XS;
+      for (int h = 0; h < (one ? 1 : 2); ++h) {
         const uint16_t v = ri::f32_to_f16(std::ldexp(1.0f + float(rand_bf16(seed) % 16) / 16, -8) *
                                           (rand_bf16(seed) % 2 ? 1.0f : -1.0f));
         std::memcpy(&fblocks[size_t(off + d_at + 2 * h)], &v, 2);

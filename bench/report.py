@@ -15,13 +15,14 @@ A row is one (impl, isa, format, layout, VLEN, M, K, N):
           scalar; aten: default (torch's DEFAULT CPU capability); llamacpp: rvv or scalar
           (what QEMU offered; the ggml CPU variant that loaded is in path_used)
   format  the weight format: bf16, int8 (one scale per output channel), int8-g128,
-          int4-g32/g64/g128, int4-g64-zp (zero points), the GGUF block formats q4_1, q4_k,
-          q5_k, q6_k (at the file's bytes); llama.cpp q8_0, q4_0, q4_1, q4_k, q5_k, q6_k,
-          f16, bf16
+          int4-g32/g64/g128, int4-g64-zp (zero points), the GGUF block formats q4_1, q5_0,
+          q5_1, iq4_nl, iq4_xs, q2_k, q3_k, q4_k, q5_k, q6_k (at the file's bytes); llama.cpp
+          q8_0, q4_0, the same block formats, f16, bf16
   layout  packed | rowmajor
   act     what the multiply-adds take X as: bf16 (the project's kernels widen it to FP32 or
           FP16 inside), int8 (quantized per call: linear_bench --x-int8; llama.cpp's Q8_0
-          for its Q8_0/Q4_0 weights, Q8_1 for Q4_1, Q8_K for the K-quants), f16 / bf16
+          for its Q8_0/Q4_0/Q5_0/IQ4_NL weights, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants
+          and IQ4_XS), f16 / bf16
           (llama.cpp's F16/BF16)
 """
 import csv
@@ -53,13 +54,21 @@ TARGET_QUANT_READ_RATIO = 1.05  # bytes read / packed weight bytes (scales inclu
 TARGET_VS_LLAMACPP = 4.0  # >= this many times fewer instructions per weight than llama.cpp
 LLAMACPP_PEER = {"int4": "q4_0", "int8": "q8_0"}
 # The GGUF block formats (stored at the file's bytes; llama.cpp's peer is the same type).
-BLOCK_FORMATS = ["q4_1", "q4_k", "q5_k", "q6_k"]
+BLOCK_FORMATS = ["q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
 LLAMACPP_PEER.update({f: f for f in BLOCK_FORMATS})
+# The file's bytes per block of each (bytes, weights), for the tables' notes.
+BLOCK_BYTES = {"q4_1": (20, 32), "q5_0": (22, 32), "q5_1": (24, 32), "iq4_nl": (18, 32), "iq4_xs": (136, 256),
+               "q2_k": (84, 256), "q3_k": (110, 256), "q4_k": (144, 256), "q5_k": (176, 256), "q6_k": (210, 256)}
 # Their decode targets (VLEN 256, rvv_zvfh, one thread): est. cycles / weight, instructions /
-# weight, all DRAM reads / file bytes, and how many times fewer instructions than llama.cpp.
+# weight, all DRAM reads / file bytes, and how many times fewer instructions than llama.cpp
+# (issue 29 for Q4_K/Q6_K; issue 43 for the formats it added).
 TARGET_BLOCK = {"q4_k": {"cyc": 0.60, "insn": 0.25, "dram": 1.03, "vs_llama": 3.0},
                 "q6_k": {"cyc": 0.70, "vs_llama": 3.0}}
+TARGET_BLOCK.update({f: {"dram": 1.03, "vs_llama": 3.0} for f in ("q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k")})
 TARGET_BLOCK_ISA = "rvv_zvfh"
+# IQ4_NL's table lookup: its decode GEMV at most this many times Q4_0's (int4-g32, FP16
+# scales: the layout a GGUF Q4_0 loads into) estimated cycles per weight (issue 43).
+TARGET_IQ4NL_VS_Q4_0 = 1.3
 
 SHAPE_NAMES = {
     (1536, 2048): "q_proj+k+v 1536->2048",
@@ -124,7 +133,7 @@ def flatten(region):
 
 def default_act(impl, fmt):
     if impl == "llamacpp":
-        return "int8" if fmt.startswith("q") else fmt
+        return "int8" if fmt.startswith(("q", "iq")) else fmt
     return "bf16"
 
 
@@ -433,14 +442,29 @@ def llamacpp_note(R):
         "[M, K] as in its decode) on the CPU backend with one thread, the region around `ggml_backend_graph_compute` "
         "(graph launch, conversion of X to Q8_0 / F16 / BF16 inside the MUL_MAT, the dot products). "
         + (f"Its {'/'.join(f.upper() for f in block)} weights are a random FP32 W quantized by ggml's own "
-           "quantizer (`ggml_quantize_chunk`, no importance matrix); X becomes Q8_1 for Q4_1 and Q8_K for the "
-           "K-quants (their vec_dot types) and the dot products are `ggml_vec_dot_q*_q8_*`. " if block else "")
+           f"quantizer (`ggml_quantize_chunk`, no importance matrix); X becomes {vec_dot_note(block)} (their "
+           "vec_dot types) and the dot products are `ggml_vec_dot_*_q8_*`. " if block else "")
         + " ".join(f"{x}." for x in lines)
         + " **Debian builds the RVV variant for plain rv64gcv without Zvfh, so upstream's repacked GEMV/GEMM "
         "kernels for RVV (the CPU_REPACK buffer type, compiled only with Zvfh) are not in it**: the weights stay "
         "in the plain Q4_0/Q8_0 block layout and go through `ggml_vec_dot_q*_q8_0`; F16 and BF16 have no vector "
         "kernel there.\n"
     ]
+
+
+def vec_dot_note(fmts):
+    """What llama.cpp quantizes X to for these block formats: "Q8_1 for Q4_1, Q8_K for Q4_K/Q6_K"."""
+    vd = {"q5_0": "Q8_0", "iq4_nl": "Q8_0", "q4_1": "Q8_1", "q5_1": "Q8_1"}
+    by = {}
+    for f in fmts:
+        by.setdefault(vd.get(f, "Q8_K"), []).append(f.upper())
+    return ", ".join(f"{t} for {'/'.join(fs)}" for t, fs in sorted(by.items()))
+
+
+def block_bytes_note(R):
+    """The file's bytes per block of the block formats present: "Q4_1 20 B per 32 weights, ..."."""
+    fmts = [f for f in BLOCK_FORMATS if any(r["format"] == f for r in R.rows)]
+    return ", ".join(f"{f.upper()} {BLOCK_BYTES[f][0]} B per {BLOCK_BYTES[f][1]} weights" for f in fmts)
 
 
 def section_decode_quant(R):
@@ -457,9 +481,8 @@ def section_decode_quant(R):
               "llama.cpp / this = llama.cpp's instructions per weight on the same family (Q4_0 for int4, "
               "Q8_0 for int8) over this row's.\n")
     if any(r["format"] in BLOCK_FORMATS for r in R.rows):
-        md.append("The GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K) keep the file's bytes in both implementations "
-                  "(Q4_1 20 B per 32 weights; Q4_K 144 B, Q5_K 176 B, Q6_K 210 B per 256); their llama.cpp peer "
-                  "is the same type.\n")
+        md.append("The GGUF block formats keep the file's bytes in both implementations "
+                  f"({block_bytes_note(R)}); their llama.cpp peer is the same type.\n")
     md += llamacpp_note(R)
     hdr = ["shape", "implementation", "W bytes / weight", "instructions", "instr / weight", "cycles / weight",
            "DRAM floor / weight", "read / W bytes", "of which W", "DRAM W / W bytes", "llama.cpp / this"]
@@ -751,6 +774,14 @@ def targets_block(R):
             if ratios:
                 one(f">= {t['vs_llama']:g}x fewer instructions / weight than llama.cpp {fm.upper()}", ratios,
                     lambda v: v >= t["vs_llama"], "{:.1f}x")
+    # IQ4_NL's 16-entry table against Q4_0 (int4-g32) at the same shapes, same path.
+    pairs = [(s, R.get("rvv", TARGET_BLOCK_ISA, "iq4_nl", "packed", 256, 1, *s),
+              R.get("rvv", TARGET_BLOCK_ISA, "int4-g32", "packed", 256, 1, *s)) for s in R.shapes]
+    vals = [(s, a["cyc_per_weight"] / b["cyc_per_weight"]) for s, a, b in pairs if a and b]
+    if vals:
+        trs.append(target_row(f"IQ4_NL GEMV ({ISA_NAME[TARGET_BLOCK_ISA]}): est. cycles / weight <= "
+                              f"{TARGET_IQ4NL_VS_Q4_0:g}x Q4_0's (int4-g32)", vals,
+                              lambda v: v <= TARGET_IQ4NL_VS_Q4_0, "{:.2f}x"))
     return trs
 
 
@@ -759,12 +790,12 @@ def section_block(R):
     fmts = [f for f in BLOCK_FORMATS if any(r["format"] == f for r in R.rows)]
     if not fmts:
         return []
-    md = ["## GGUF block formats (Q4_1, Q4_K, Q5_K, Q6_K) and llama.cpp on the same type, VLEN 256\n"]
+    md = [f"## GGUF block formats ({', '.join(f.upper() for f in fmts)}) and llama.cpp on the same type, VLEN 256\n"]
     md.append("Per weight element (N x K) of one call: instructions, estimated cycles (the in-order model "
               "above) and all modelled DRAM reads relative to the weight's bytes in the file's format (the "
-              "packed records keep them: Q4_1 20 B per 32 weights, Q4_K 144 B, Q5_K 176 B, Q6_K 210 B per 256); "
+              f"packed records keep them: {block_bytes_note(R)}); "
               "DRAM W = the part of it that fell in the weight buffer. llama.cpp: the same type, same shape and "
-              "M (X quantized to Q8_1 / Q8_K inside); llama.cpp / this = the ratio of instructions per weight.\n")
+              "M (X quantized to Q8_0 / Q8_1 / Q8_K inside); llama.cpp / this = the ratio of instructions per weight.\n")
     hdr = ["shape", "M", "implementation", "instr / weight", "est. cycles / weight", "DRAM / file bytes",
            "DRAM W / file bytes", "llama.cpp instr / weight", "llama.cpp / this"]
     for fm in fmts:

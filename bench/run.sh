@@ -16,7 +16,9 @@
 #   --impls LIST   only these implementations (comma-separated: rvv,scalar,aten,llamacpp)
 #   --formats LIST only these weight formats (e.g. int8,int4-g64,q4_0); with --resume,
 #                  to add or redo rows (delete their raw files first) in existing results
-#   --ms LIST      only these M (comma-separated, e.g. 1,4)
+#   --ms LIST      only these M (comma-separated, e.g. 1,4); the quantized and llama.cpp
+#                  rows take exactly these M (beyond their default 1..16: --ms 64 runs the
+#                  INT8-activation GEMM at M = 64)
 #   --report-only  only re-run bench/report.py on the existing raw results
 #
 # Environment: RVV_BENCH_SHAPES="K:N ..." restricts the shapes (development; default: the
@@ -26,13 +28,15 @@
 # isa the instruction-set variant it ran (rvv, rvv_zvfh, rvv_zvfbf, scalar; llamacpp: the
 # QEMU CPU offered V, the variant ggml loaded is recorded per run); format the weight
 # format (bf16; int8 = one scale per output channel, int8-g128, int4-g32/64/128, int4-g64-zp
-# = with zero points; the GGUF block formats q4_1, q4_k, q5_k, q6_k, stored at the file's
-# bytes; llama.cpp's q8_0, q4_0, q4_1, q4_k, q5_k, q6_k, f16, bf16); layout packed |
+# = with zero points; the GGUF block formats q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k, q3_k,
+# q4_k, q5_k, q6_k, stored at the file's bytes; llama.cpp's q8_0, q4_0 and the same block
+# formats, f16, bf16); layout packed |
 # rowmajor; act what the multiply-adds take X as: bf16, or int8 when the kernel quantizes X
 # dynamically (linear_bench --x-int8, int4 decode; --x-int8-gemm, the block formats' GEMM at
 # M >= 2; llama.cpp's quantized types always: to
-# Q8_0, Q8_1 for Q4_1, Q8_K for the K-quants), f16/bf16 for llama.cpp's F16/BF16. The
-# K-quants need K a multiple of 256 (the Qwen2.5-1.5B shapes are; other K skip them). The int8/int4 rows are run only when bench/linear_bench
+# Q8_0 (also for Q5_0, IQ4_NL), Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants and IQ4_XS),
+# f16/bf16 for llama.cpp's F16/BF16. The K-quants and IQ4_XS need K a multiple of 256, the
+# other block formats of 32 (the Qwen2.5-1.5B shapes are; other K skip them). The int8/int4 rows are run only when bench/linear_bench
 # accepts --weights (probed), the int8-activation rows only when --x-int8 selects a kernel.
 #
 # Every program runs under QEMU user mode with the rvvcount plugin
@@ -66,7 +70,7 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1; shift ;;
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) rvv_die "unknown option $1 (see bench/run.sh --help)" ;;
   esac
 done
@@ -134,7 +138,7 @@ format_args() {
     int8-g*) echo "--weights int8 --group ${1#int8-g}" ;;
     int4-g*-zp) local g=${1#int4-g}; echo "--weights int4 --group ${g%-zp} --zero-points" ;;
     int4-g*) echo "--weights int4 --group ${1#int4-g}" ;;
-    q4_1|q4_k|q5_k|q6_k) echo "--weights $1" ;;  # GGUF block formats: the block fixes the group
+    q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k) echo "--weights $1" ;;  # GGUF block formats: the block fixes the group
     *) rvv_die "unknown weight format $1" ;;
   esac
 }
@@ -159,10 +163,11 @@ QMS=(1 2 4 8 16)                 # int8/int4 rows and llama.cpp's Q8_0/Q4_0
 SCALE_MS=(1 4 16)
 VLENS_SCALE=(128 512)
 QFORMATS=(int8 int8-g128 int4-g32 int4-g64 int4-g128 int4-g64-zp)
-BFORMATS=(q4_1 q4_k q5_k q6_k)   # GGUF block formats (vector paths only; llama.cpp's peers too)
+BFORMATS=(q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k q4_k q5_k q6_k)  # GGUF block formats (vector paths only; llama.cpp's peers too)
 QISAS=(rvv rvv_zvfh)             # the K1 has V and Zvfh
 QSCALAR_FORMATS=(int8 int4-g64)  # scalar reference rows of the quantized formats (M = 1)
 if [ $quick = 1 ]; then MS=(1 16); QMS=(1 16); SCALE_MS=(); VLENS_SCALE=(); fi
+if [ -n "$only_ms" ]; then IFS=, read -r -a QMS <<<"$only_ms"; fi
 # Multiply-add budget of one measured call, per implementation (see "Sampling" above).
 CAP_RVV=600000000 CAP_ZVFBF=300000000 CAP_SCALAR=100000000 CAP_ATEN=50000000
 CAP_QUANT=100000000 CAP_GGML_Q=150000000 CAP_GGML_F=50000000
@@ -171,7 +176,7 @@ export RVV_CROSS_SYSROOT=/usr/riscv64-linux-gnu
 wanted_format() { [ -z "$only_formats" ] || [[ ",$only_formats," == *",$1,"* ]]; }
 # K rows per block of a format (the K-quants' super-block is 256; others 32 or less).
 format_k_ok() {  # format K
-  case $1 in q4_k|q5_k|q6_k) [ $(($2 % 256)) = 0 ] ;; q4_1) [ $(($2 % 32)) = 0 ] ;; *) true ;; esac
+  case $1 in q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs) [ $(($2 % 256)) = 0 ] ;; q4_1|q5_0|q5_1|iq4_nl) [ $(($2 % 32)) = 0 ] ;; *) true ;; esac
 }
 qplan=()  # "format isa" pairs the linear_bench binary supports (formats --formats excludes are not probed)
 for isa in "${QISAS[@]}" scalar; do
@@ -204,7 +209,7 @@ trap 'rm -f "$jobfile" "$atenfile"' EXIT
 plan() {
   local impl=$1 isa=$2 fmt=$3 lay=$4 vlen=$5 M=$6 K=$7 N=$8 act=${9:-} cap gran
   if [ -z "$act" ]; then
-    case $impl/$fmt in llamacpp/q*) act=int8 ;; llamacpp/f16) act=f16 ;; *) act=bf16 ;; esac
+    case $impl/$fmt in llamacpp/q*|llamacpp/iq*) act=int8 ;; llamacpp/f16) act=f16 ;; *) act=bf16 ;; esac
   fi
   [ -z "$only_impls" ] || [[ ",$only_impls," == *",$impl,"* ]] || return 0
   wanted_format "$fmt" || return 0
@@ -212,11 +217,11 @@ plan() {
   format_k_ok "$fmt" "$K" || return 0
   case $impl/$isa/$fmt in
     rvv/rvv_zvfbf/*) cap=$CAP_ZVFBF gran=256 ;;
-    rvv/*/int*|rvv/*/q*) cap=$CAP_QUANT gran=256 ;;
+    rvv/*/int*|rvv/*/q*|rvv/*/iq*) cap=$CAP_QUANT gran=256 ;;
     rvv/*) cap=$CAP_RVV gran=256 ;;
     scalar/*) cap=$CAP_SCALAR gran=128 ;;
     aten/*) cap=$CAP_ATEN gran=128 ;;
-    llamacpp/*/q*) cap=$CAP_GGML_Q gran=64 ;;
+    llamacpp/*/q*|llamacpp/*/iq*) cap=$CAP_GGML_Q gran=64 ;;
     llamacpp/*) cap=$CAP_GGML_F gran=64 ;;
   esac
   local dest=$jobfile
@@ -257,13 +262,13 @@ for s in "${SHAPES[@]}"; do
       # INT4 decode with int8 activations (the kernel is in the plain-V variant).
       [ $x8 = 1 ] && [ "$2" = rvv ] && [[ $1 == int4-* ]] && plan rvv rvv "$1" packed 256 1 "$K" "$N" int8
       # The block formats' prompt GEMM with int8 activations (--x-int8-gemm, plain V), M >= 2.
-      if [ "$2" = rvv ] && [[ $1 == q* ]]; then
+      if [ "$2" = rvv ] && [[ $1 == q* || $1 == iq* ]]; then
         for M in "${QMS[@]}"; do [ "$M" -ge 2 ] && plan rvv rvv "$1" packed 256 "$M" "$K" "$N" int8; done
       fi
     fi
   done
-  # llama.cpp: Q8_0/Q4_0 (and the GGUF block formats' peers Q4_1, Q4_K, Q5_K, Q6_K) weights
-  # with F32 activations (quantized inside to Q8_0; Q8_1 for Q4_1, Q8_K for the K-quants),
+  # llama.cpp: Q8_0/Q4_0 (and the GGUF block formats' peers, the same types) weights with F32
+  # activations (quantized inside to Q8_0; Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants and IQ4_XS),
   # as in its decode; F16/BF16 (no vector kernel in Debian's build) at M = 1; Q4_0 on the
   # scalar variant (QEMU without V) at M = 1.
   if [ $llamacpp = 1 ]; then
