@@ -18,18 +18,20 @@ Three pieces:
   (``AttentionInterface`` "rvv", with SDPA's boolean masks); ``export`` uses it.
 * ``rvv_inductor::varlen_attention(q, k, v, cu_q, cu_k, scale, window) -> out``: attention
   over a packed batch of variable-length sequences, the layout of transformers' continuous
-  batching, on the C++ kernel through the core library (``attention_varlen`` in
-  ``linear.h``), and ``paged_attention_forward``, the "paged|rvv" attention function that
-  calls it from transformers' paged KV cache (``serve --continuous-batching`` uses it).
+  batching (defined in ``ops.py``, re-exported here). Its CPU kernel is C++
+  (``csrc/torch_ops/attention_ops.cpp`` in librvv_inductor_ops.so, calling the core's
+  ``rvv_attention_varlen_bf16``; ctypes where that library is missing, ``ops.kernels()``).
+  It has no Inductor lowering: a compiled layer calls it as one extern op. And
+  ``paged_attention_forward``, the "paged|rvv" attention function that calls it from
+  transformers' paged KV cache (``serve --continuous-batching`` uses it).
 """
 from __future__ import annotations
 
 import contextlib
-import ctypes
 
 import torch
 
-from . import _native
+from . import ops  # first: it defines the rvv_inductor library, varlen_attention included
 
 NAME = "rvv"  # the transformers attention implementation name
 _lib = torch.library.Library("rvv_inductor", "FRAGMENT")
@@ -90,69 +92,12 @@ def attention_forward(module, query, key, value, attention_mask, dropout: float 
 
 
 # ---------------------------------------------------------------- packed variable-length batches
-_lib.define("varlen_attention(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_k, float scale, int window) -> Tensor")
-
-
-def _check_varlen(q, k, v, cu_q, cu_k, window):
-    torch._check(q.dim() == 3 and k.dim() == 3 and k.shape == v.shape and q.shape[2] == k.shape[2],
-                 lambda: f"varlen_attention: q [Tq, H, D], k/v [Lk, Hkv, D] expected, got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}")
-    torch._check(q.shape[1] % k.shape[1] == 0, lambda: f"varlen_attention: {q.shape[1]} heads, {k.shape[1]} kv heads")
-    torch._check(cu_q.dim() == 1 and cu_q.shape == cu_k.shape and cu_q.shape[0] >= 1,
-                 lambda: f"varlen_attention: cu_q {tuple(cu_q.shape)} / cu_k {tuple(cu_k.shape)}")
-    torch._check(window >= 0, lambda: f"varlen_attention: window {window} < 0")
-
-
-def varlen_attention_reference(q, k, v, cu_q, cu_k, scale, window):
-    """The definition in torch, FP32: query j of a sequence with nq queries and nk keys
-    attends keys [0, nk - nq + j] of its own sequence (the last ``window`` of them when
-    window > 0); rows past cu_q[-1] are zeros. For dtypes the kernel does not take."""
-    out = torch.zeros(q.shape, dtype=q.dtype)
-    g = q.shape[1] // k.shape[1]
-    cq, ck = cu_q.tolist(), cu_k.tolist()
-    for s in range(len(cq) - 1):
-        nq, nk = cq[s + 1] - cq[s], ck[s + 1] - ck[s]
-        if nq == 0:
-            continue
-        torch._check(nk >= nq, lambda: f"varlen_attention: sequence {s} has {nq} queries but {nk} keys")
-        qs = q[cq[s]:cq[s + 1]].float().transpose(0, 1)                              # [H, nq, D]
-        ks = k[ck[s]:ck[s + 1]].float().repeat_interleave(g, dim=1).transpose(0, 1)  # [H, nk, D]
-        vs = v[ck[s]:ck[s + 1]].float().repeat_interleave(g, dim=1).transpose(0, 1)
-        last = torch.arange(nq).unsqueeze(1) + (nk - nq)                             # [nq, 1]
-        pos = torch.arange(nk).unsqueeze(0)
-        allowed = (pos <= last) & ((pos > last - window) if window > 0 else True)
-        sc = (qs @ ks.transpose(1, 2)) * scale
-        p = torch.softmax(sc.masked_fill(~allowed, float("-inf")), dim=-1)
-        out[cq[s]:cq[s + 1]] = (p @ vs).transpose(0, 1).to(q.dtype)
-    return out
-
-
-@torch.library.impl(_lib, "varlen_attention", "CPU")
-def _varlen_attention_cpu(q, k, v, cu_q, cu_k, scale, window):
-    _check_varlen(q, k, v, cu_q, cu_k, window)
-    if not (q.dtype == k.dtype == v.dtype == torch.bfloat16):
-        return varlen_attention_reference(q, k, v, cu_q, cu_k, scale, window)
-    # The kernel wants D contiguous and int32 offsets; anything else is copied once here.
-    q, k, v = (t if t.stride(2) == 1 else t.contiguous() for t in (q, k, v))
-    cu_q, cu_k = (c.to(torch.int32).contiguous() for c in (cu_q, cu_k))
-    out = torch.empty(q.shape, dtype=torch.bfloat16)
-    a = _native.VarlenAttention(
-        q=q.data_ptr(), q_st=q.stride(0), q_sh=q.stride(1), k=k.data_ptr(), k_sl=k.stride(0), k_sh=k.stride(1),
-        v=v.data_ptr(), v_sl=v.stride(0), v_sh=v.stride(1), cu_q=cu_q.data_ptr(), cu_k=cu_k.data_ptr(),
-        out=out.data_ptr(), S=cu_q.shape[0] - 1, Tq=q.shape[0], Lk=k.shape[0], H=q.shape[1], Hkv=k.shape[1],
-        D=q.shape[2], window=int(window), scale=float(scale))
-    _native.check(_native.lib().rvv_attention_varlen_bf16(ctypes.byref(a), torch.get_num_threads()),
-                  "varlen_attention", ValueError)
-    return out
-
-
-@torch.library.register_fake("rvv_inductor::varlen_attention")
-def _varlen_attention_fake(q, k, v, cu_q, cu_k, scale, window):
-    _check_varlen(q, k, v, cu_q, cu_k, window)
-    return q.new_empty(q.shape)
-
-
-varlen_attention = torch.ops.rvv_inductor.varlen_attention.default
+# The op's schema, checks, reference and fake kernel are defined in ops.py (the schema must
+# exist before librvv_inductor_ops.so, which holds its C++ kernel, loads); re-exported here.
+_check_varlen = ops._check_varlen
+_varlen_attention_fake = ops._varlen_attention_fake
+varlen_attention_reference = ops.varlen_attention_reference
+varlen_attention = ops.varlen_attention
 PAGED_NAME = "paged|rvv"  # what continuous batching calls NAME: transformers prefixes "paged|"
 
 

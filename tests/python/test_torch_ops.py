@@ -1,7 +1,8 @@
 """The operators' C++ kernels (librvv_inductor_ops.so, csrc/torch_ops/linear_ops.cpp)
 against their ctypes kernels (packed.linear / quantized.linear, the core's C ABI called
 from Python): the same bits for every operand form, clear errors for bad ones, and the
-ctypes fallback when the library is switched off."""
+ctypes fallback when the library is switched off (varlen_attention's too; its other
+tests, attention_ops.cpp's, are in test_paged_attention.py)."""
 from __future__ import annotations
 
 import os
@@ -138,8 +139,15 @@ def test_inside_a_compiled_graph(weights):
 def test_ctypes_fallback_when_switched_off(weights, tmp_path):
     """RVV_INDUCTOR_TORCH_OPS=0: the Python kernels are registered instead, same results,
     for INT4 and for a GGUF block format (Q4_K: the ctypes kernels once refused it inside
-    the first forward), one row and a batch with INT8 activations."""
+    the first forward), one row and a batch with INT8 activations; and for varlen_attention
+    (attention_ops.cpp against ops._varlen_attention_ctypes) on a packed GQA batch."""
     table, bias = weights
+    g = torch.Generator().manual_seed(3)
+    cu_q, cu_k = torch.tensor([0, 1, 6, 7, 10], dtype=torch.int32), torch.tensor([0, 40, 45, 46, 66])
+    qkv = tuple(torch.randn(rows, heads, 64, generator=g).to(torch.bfloat16)
+                for rows, heads in ((12, 8), (66, 2), (66, 2)))  # q [Tq, H, D] (2 padding rows), k, v
+    varlen = [{"args": (*qkv, cu_q, cu_k, 0.125, w), "want": ops.varlen_attention(*qkv, cu_q, cu_k, 0.125, w)}
+              for w in (0, 6)]
     x1 = torch.randn(1, 1, K).to(torch.bfloat16)
     x5 = torch.randn(5, K).to(torch.bfloat16)
     cases = []
@@ -149,14 +157,17 @@ def test_ctypes_fallback_when_switched_off(weights, tmp_path):
         for x, options in ((x1, 0), (x5, 2)):
             cases.append({"fmt": fmt, "x": x, "wq": wq, "q": (*q, options),
                           "want": ops.linear_packed_q(x, wq, bias, N, *q, options)})
-    torch.save({"bias": bias, "cases": cases}, tmp_path / "in.pt")
+    torch.save({"bias": bias, "cases": cases, "varlen": varlen}, tmp_path / "in.pt")
     code = (
         "import sys, torch; from rvv_inductor import ops\n"
         "d = torch.load(sys.argv[1])\n"
         "print(ops.kernels())\n"
         "for c in d['cases']:\n"
         f"    y = ops.linear_packed_q(c['x'], c['wq'], d['bias'], {N}, *c['q'])\n"
-        "    print(c['fmt'], torch.equal(y, c['want']))\n")
+        "    print(c['fmt'], torch.equal(y, c['want']))\n"
+        "for c in d['varlen']:\n"
+        "    print('varlen', torch.equal(ops.varlen_attention(*c['args']), c['want']))\n"
+        "print('attention_ops.cpp' in torch._C._dispatch_dump('rvv_inductor::varlen_attention'))\n")
     env = dict(os.environ, RVV_INDUCTOR_TORCH_OPS="0")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "in.pt")], capture_output=True, text=True,
                        env=env, timeout=600)
@@ -164,3 +175,4 @@ def test_ctypes_fallback_when_switched_off(weights, tmp_path):
     lines = r.stdout.split("\n")
     assert lines[0] == "ctypes (RVV_INDUCTOR_TORCH_OPS=0)", r.stdout
     assert lines[1:5] == ["int4 True", "int4 True", "q4_k True", "q4_k True"], r.stdout
+    assert lines[5:8] == ["varlen True", "varlen True", "False"], r.stdout  # the ctypes kernel, same bits
