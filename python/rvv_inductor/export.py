@@ -48,7 +48,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from . import cpu, gguf_checks, reasons, verify
+from . import cpu, reasons, verify
 from .inductor import kernel_marker
 from .integration import enable
 from .policy import ACTIVATIONS, PREFILL_CHUNK_MIN, WEIGHT_FORMATS, Gate, prefill_chunk_for, resolve_activations
@@ -85,34 +85,6 @@ def _torch():
     return torch
 
 
-# Architectures load_gguf / compile_linears take that the package does not (yet): qwen3's
-# per-head q/k norms and heads of key_length (not hidden / heads) have not been through
-# torch.export + AOTInductor + rvv-generate here; refused in one line before anything loads.
-NOT_EXPORTED = ("qwen3",)
-EXPORTED = ("qwen2", "llama")
-
-
-def _refuse_unexported(src: str) -> None:
-    """ExportError if ``src`` (a model directory's config.json or a GGUF file's
-    general.architecture) is an architecture of NOT_EXPORTED. Reads no weights."""
-    arch = None
-    if os.path.isdir(src):
-        try:
-            with open(os.path.join(src, "config.json")) as f:
-                arch = json.load(f).get("model_type")
-        except (OSError, ValueError, AttributeError):
-            return  # loading says what is wrong
-    elif src.endswith(".gguf"):
-        try:  # the checks load_gguf runs (a damaged file is refused there, saying what is wrong)
-            field = gguf_checks.open_checked(src).get_field("general.architecture")
-        except gguf_checks.GGUFError:
-            return
-        arch = field.contents() if field is not None else None
-    if arch in NOT_EXPORTED:
-        raise ExportError(f"{src}: a {arch} model cannot be exported to a package yet (load_gguf, compile_linears "
-                          f"and serve run it; the package supports {', '.join(EXPORTED)})")
-
-
 def load_model(src: str, keep_file_formats: bool = False):
     """A BF16 causal LM from a save_pretrained directory or a GGUF file.
 
@@ -123,10 +95,9 @@ def load_model(src: str, keep_file_formats: bool = False):
     to the bytes ``load_gguf`` packed from the file's blocks (quant_lowering.FileWeight),
     so the package keeps every layer in the file's format; without, the export quantizes
     the BF16 weights again to ``--weights``."""
+    torch = _torch()
     if not os.path.exists(src):
         raise ExportError(f"{src}: no such file or directory")
-    _refuse_unexported(src)
-    torch = _torch()
     if os.path.isdir(src):
         import transformers  # lazy: transformers; this module must import without it
 

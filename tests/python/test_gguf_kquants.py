@@ -507,3 +507,36 @@ def test_qwen3_q4_k_m_against_llamacpp(qwen3_file, tmp_path):
           f"ggml variant {os.path.basename(out['ggml_cpu_so'])}")
     assert d_ours <= 4 * bf16_ulp(scale)
     assert d_llama / scale <= LOGIT_BOUND
+
+
+@pytest.mark.slow
+@needs_runner
+def test_qwen3_package(qwen3_file, tmp_path, watchdog):
+    """``export FILE.gguf`` of write_gguf's Qwen3 Q4_0 (q/k norms, heads of 128 in a width of
+    256; --weights file), decode only (--prefill-chunk 0, as the Q4_K_M package test):
+    rvv-generate's tokens and logits match load_gguf's model with the file's exact weights
+    in FP32 (test_export's tolerance)."""
+    from test_export import CACHE, NEW, PROMPT, assert_matches_reference, run
+
+    from rvv_inductor import export
+
+    _, path = qwen3_file("q4_0")
+    pkg = tmp_path / "qwen3.pt2"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+        torch._dynamo.reset()
+        try:
+            assert export.main([str(path), "-o", str(pkg), "--max-cache-len", str(CACHE), "--prefill-chunk", "0"]) == 0
+        finally:
+            import rvv_inductor
+
+            rvv_inductor.disable()
+            torch._dynamo.reset()
+    watchdog()
+    assert export.read_meta(str(pkg))["model_type"] == "qwen3"
+    dump = tmp_path / "logits.bin"
+    r = run(pkg, "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", NEW, "--dump-logits", dump,
+            "--ignore-eos")
+    tokens = [int(t) for t in r.stdout.splitlines()[0].split(": ")[1].split(",")]
+    got = torch.from_numpy(np.fromfile(dump, dtype="float32").reshape(NEW, -1))
+    assert_matches_reference(dequantized_twin(path), tokens, got, "Qwen3 Q4_0 package")

@@ -149,9 +149,6 @@ def make_spec(a) -> dict:
                     + f", random weights (seed {a.seed})")
     if max(max(a.prompt) + a.steps, a.count_prefill) + 1 > cfg.get("max_position_embeddings", 32768):
         raise models.DemoInputError("prompt + steps (or --count-prefill) exceed the model's max_position_embeddings")
-    if cfg.get("model_type") == "qwen3" and any(m.startswith("package") for m in modes):
-        raise models.DemoInputError("the package modes do not take a qwen3 model yet (export refuses it); "
-                                    "give --modes without package, package-int4, package-q4_k_m")
     spec["vocab_size"] = cfg["vocab_size"]
     spec["n_params_expected"] = models.param_count({**cfg, "num_key_value_heads": cfg.get("num_key_value_heads",
                                                                                          cfg["num_attention_heads"])})

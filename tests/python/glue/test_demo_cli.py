@@ -600,11 +600,8 @@ def test_board_lines_only_beside_the_boards_model():
 
 
 def test_qwen3_config():
-    """--config qwen3-0.6b: Qwen3-0.6B's dimensions (heads of 128: q_proj [2048, 1024]), its
-    parameter count (tied embedding, q/k norms, no biases: 596M with the full vocabulary);
-    the package modes are refused in one line (export does not take qwen3 yet)."""
-    with pytest.raises(demo_pkg.models.DemoInputError, match="package modes do not take a qwen3 model"):
-        spec_of("--config", "qwen3-0.6b")
-    s = spec_of("--config", "qwen3-0.6b", "--modes", "eager,regional-int4")
+    """--config qwen3-0.6b: Qwen3-0.6B's dimensions (heads of 128: q_proj [2048, 1024]) and
+    parameter count (tied embedding, q/k norms, no biases: 596M with the full vocabulary)."""
+    s = spec_of("--config", "qwen3-0.6b")
     assert s["config"]["model_type"] == "qwen3" and s["config"]["head_dim"] == 128
     assert s["n_params_expected"] == 596049920

@@ -32,13 +32,3 @@ def test_resolved_activations_of_a_files_formats():
     assert export._resolved_activations("file", "bf16", ["q4_k"]) == "bf16"
     assert export._resolved_activations("int4", "auto") == "int8"
     assert export._resolved_activations("bf16", "int8") == "bf16"
-
-
-def test_qwen3_is_refused_in_one_line(tmp_path, capsys):
-    """A qwen3 model (load_gguf, compile_linears and serve take it) is not exported yet:
-    refused before anything loads, in one line (a .gguf file's architecture likewise)."""
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text('{"model_type": "qwen3"}')
-    assert export.main([str(tmp_path / "model"), "-o", str(tmp_path / "m.pt2")]) == 2
-    err = capsys.readouterr().err
-    assert "a qwen3 model cannot be exported to a package yet" in err and err.count("\n") == 1, err
