@@ -540,7 +540,7 @@ def section_per_token(R):
                     f"{tot['dram_read_bytes'] / k1.K1_DRAM_ACHIEVED_BYTES_PER_S * 1e3:.0f}"])
     if not trs:
         return []
-    return [f"## Per decode token at Qwen2.5-1.5B dimensions (M = 1, VLEN 256)\n",
+    return ["## Per decode token at Qwen2.5-1.5B dimensions (M = 1, VLEN 256)\n",
             f"The Linear layers of one token: {QWEN15_LAYERS} x (q+k+v, o, gate+up, down) + lm_head, summed from "
             "the rows above (only implementations with all five shapes). Estimated cycles are the in-order "
             f"model on ONE core; ms at {k1.K1_CLOCK_HZ / 1e9:g} GHz is that estimate, not a measurement. The DRAM "
