@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
                                 description="transformers' OpenAI-compatible server with RVV Linear kernels")
     p.add_argument("model", metavar="MODEL_DIR_OR_GGUF",
                    help="a local Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer) "
-                        "or a Qwen2/Llama .gguf file")
+                        "or a Qwen2/Qwen3/Llama .gguf file")
     p.add_argument("--weights", choices=("bf16", "int8", "int4"), default=None,
                    help="Linear weight format for a checkpoint directory (default bf16); a GGUF keeps its own")
     p.add_argument("--group-size", type=int, default=None, help="K rows per quantization scale (int8/int4)")
