@@ -664,7 +664,7 @@ def run_mixed(args, log) -> None:
                             str(work), "--config", args.config, "--format", args.format, "--layers", str(L)],
                            check=True, cwd=REPO)
         spec = json.loads((work / "prompts.json").read_text())
-        role = "timeline" if L == args.layers[0] else "fit"
+        role = "timeline" if L == args.layers[0] and not args.fit else "fit"
         mix = MIXED if role == "timeline" else MIXED_FIT
         if args.mixed_requests:
             mix = dict(mix, requests={int(a): int(b) for a, b in (x.split(":") for x in args.mixed_requests.split(","))})
@@ -941,6 +941,9 @@ def main(argv=None) -> int:
                    help="--workload mixed: requests per level, e.g. 1:4,2:4,4:8,8:16 (default: MIXED for the first "
                         "depth of --layers, MIXED_FIT for the others)")
     p.add_argument("--mixed-new", default=None, help="--workload mixed: new tokens per request, LO:HI")
+    p.add_argument("--fit", action="store_true",
+                   help="--workload mixed: every depth of --layers only feeds the per-layer fit (MIXED_FIT), e.g. "
+                        "a second process counting --layers 2 --fit beside one counting --layers 1")
     p.add_argument("--format", choices=("bf16", "q8_0", "q4_0"), default="bf16",
                    help="weights: bf16 (default; our server loads the checkpoint with compile_linears, llama-server "
                         "a BF16 GGUF), q8_0 or q4_0 (both servers load the same GGUF file)")

@@ -197,6 +197,30 @@ def test_concurrent_requests_equal_alone_and_eager(ckpt, eager_ref, cb):
 
 
 @pytest.mark.slow  # ~115 s emulated
+def test_continuous_batching_computes_only_the_sampled_logits():
+    """serve.logits_of_sampled_rows: a continuous-batching step (input_ids [1, T] with
+    logits_indices, as transformers' model runner calls the model) runs lm_head on the
+    sampled rows only, and the runner's logits[:, logits_indices] are the full forward's."""
+    from small_decoders import random_decoder
+
+    model = random_decoder("qwen2", hidden=64, heads=4, kv_heads=2, vocab=96, max_positions=64, init_range=0.2,
+                           seed=5).eval()
+    ids = torch.randint(0, 96, (1, 23), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = model(input_ids=ids).logits
+    rows = []
+    model.lm_head.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[1]))
+    serve.logits_of_sampled_rows(model)
+    idx = torch.tensor([6, 15, 22])  # the last token of three packed sequences
+    with torch.no_grad():
+        got = model(input_ids=ids, logits_indices=idx).logits
+        plain = model(input_ids=ids).logits  # no logits_indices: the model as it was
+    assert rows == [3, 23]
+    assert got.shape == want.shape
+    torch.testing.assert_close(got[:, idx], want[:, idx], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(plain, want, rtol=0, atol=0)
+
+
 def test_qwen3_gguf_serves(ckpt, tmp_path):
     """A qwen3 GGUF file (write_gguf's Q4_0 of a random Qwen3: 4 heads of 128 in a width of
     320, so the paged KV cache's head size is not hidden / heads) served with continuous
