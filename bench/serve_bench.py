@@ -713,6 +713,49 @@ def run_mixed(args, log) -> None:
             log(f"{name}: done in {time.monotonic() - t0:.0f} s (emulated)")
 
 
+def collect_mixed(args, log) -> None:
+    """--collect: the raw result of a --workload mixed count whose server was stopped early
+    (`q` on its control FIFO: QEMU writes the plugin report of every closed region). Every
+    counted step feeds the per-layer fit; only the levels named by --levels, which finished,
+    enter the timeline."""
+    env10 = _env_file()
+    kind, threads = _server_specs([x for x in args.servers.split(",") if x], args.threads)[0]
+    L = int(args.layers)
+    work = REPO / "build" / "serve-bench" / f"{args.config}-L{L}"
+    spec = json.loads((work / "prompts.json").read_text())
+    mix = MIXED_FIT if args.fit else MIXED
+    if args.mixed_requests:
+        mix = dict(mix, requests={int(a): int(b) for a, b in (x.split(":") for x in args.mixed_requests.split(","))})
+    r = Run(kind, work, Path("/dev/null"), threads, log, None, args.format, mixed=True)
+    plugin = json.loads(r.plugin_out.read_text())
+    lines = [json.loads(x) for x in r.steps_log.read_text().splitlines() if x.strip()]
+    levels = [str(c) for c in args.levels.split(",")]
+    steps = step_records(plugin, lines)
+    timeline_log = [x for x in lines if x.get("level") in levels]
+    levels_raw = {}
+    for x in timeline_log:
+        lv = levels_raw.setdefault(x["level"], {"requests": 0, "tokens": 0})
+        if "arrival" in x:
+            lv["requests"] += 1
+        else:
+            lv["tokens"] += sum(1 for b in x["batch"] if b[3])
+    entry = {"role": "fit" if args.fit else "timeline", "config": spec["config"], "config_name": spec["config_name"],
+             "format": args.format, "gguf": {k: v for k, v in spec["ggufs"][args.format].items() if k != "path"},
+             "model_config": spec["model_config"], "mixed": mix, "source": _rev(),
+             "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name, "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name,
+             "kind": kind, "threads": threads, "layers": L, "command": args.command, "argv": r.guest_argv(),
+             "collected": f"server stopped early; levels {', '.join(levels)} finished and enter the timeline, every "
+                          f"counted step ({len(steps)}) feeds the fit",
+             "levels_raw": levels_raw, "emulated_load_s": None, "emulated_total_s": None, "exit": None,
+             "plugin_notes": plugin.get("notes", {}),
+             "ready": json.loads((work / f"ready-{kind}.json").read_text()) if (work / f"ready-{kind}.json").exists()
+             else {}, "step_log": timeline_log, "steps": steps}
+    raw = args.out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / f"{kind}-t{threads}-L{L}.json").write_text(json.dumps(entry, separators=(",", ":")) + "\n")
+    log(f"collected {kind}-t{threads}-L{L}: {len(steps)} steps, levels {levels_raw}")
+
+
 def _rev() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True,
@@ -772,6 +815,7 @@ def mixed_summary(out: Path, target: int) -> dict:
                 entry["levels"][f"L{b}->{target}"] = ext
         entry["emulated"] = {L: {"load_s": by_depth[L]["emulated_load_s"], "total_s": by_depth[L]["emulated_total_s"]}
                              for L in depths}
+        entry["collected"] = {L: by_depth[L]["collected"] for L in depths if by_depth[L].get("collected")}
         res["servers"][f"{kind}-t{threads}"] = entry
     return res
 
@@ -802,6 +846,9 @@ def mixed_markdown(res: dict) -> str:
                    if "ttft_p50" in lv else "not counted | - | - | -")
             L.append(f"| {s['kind']} | {s['threads']} | {c} | {lv.get('requests', '-')} | {lv['tokens']} | "
                      f"**{lv['tok_s']:.2f}** | {lat} |")
+    for name, s in res["servers"].items():
+        for depth, note in sorted(s.get("collected", {}).items()):
+            L += ["", f"{name} at {depth} layer(s): {note}."]
     L += ["", f"All at {target} layers, the calibrated {res['bandwidth'] / 1e9:.2f} GB/s; per-level c/c1 ratios:", ""]
     for name, s in res["servers"].items():
         key = next((k for k in s["levels"] if k.endswith(f"->{target}")), None)
@@ -945,6 +992,9 @@ def main(argv=None) -> int:
                    help="--workload mixed: requests per level, e.g. 1:4,2:4,4:8,8:16 (default: MIXED for the first "
                         "depth of --layers, MIXED_FIT for the others)")
     p.add_argument("--mixed-new", default=None, help="--workload mixed: new tokens per request, LO:HI")
+    p.add_argument("--collect", action="store_true",
+                   help="--workload mixed: the raw result of a count whose server was stopped early (`q` on its "
+                        "control FIFO), from its plugin report and step log; --levels names the finished levels")
     p.add_argument("--fit", action="store_true",
                    help="--workload mixed: every depth of --layers only feeds the per-layer fit (MIXED_FIT), e.g. "
                         "a second process counting --layers 2 --fit beside one counting --layers 1")
@@ -967,7 +1017,10 @@ def main(argv=None) -> int:
         return 0
     if args.workload == "mixed":
         args.out = args.out or REPO / "bench" / "results" / f"serve-{args.config}-mixed"
-        if not args.report_only:
+        if args.collect:
+            args.command = " ".join(["bench/serve_bench.py"] + list(argv if argv is not None else sys.argv[1:]))
+            collect_mixed(args, lambda msg: print(f"[serve-bench] {msg}", file=sys.stderr, flush=True))
+        elif not args.report_only:
             args.servers = [x for x in args.servers.split(",") if x]
             args.levels = [int(c) for c in args.levels.split(",") if c]
             args.layers = [int(x) for x in (args.layers or "1,2").split(",")]
