@@ -53,6 +53,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def greedy_with_margins(model, tok, prompt: str, n: int):
+    """The model's greedy ids for ``prompt`` and the top-2 logit margin at each step."""
+    ids = tok(prompt, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=n, do_sample=False, output_scores=True,
+                             return_dict_in_generate=True)
+    gen = out.sequences[0, ids.shape[1]:].tolist()
+    return gen, [float(s[0].float().topk(2).values.diff().abs()) for s in out.scores]
+
+
 def _prompt(i: int) -> str:
     return " ".join(WORDS[(i * 5 + j) % len(WORDS)] for j in range(5 + i % 4))
 
@@ -132,13 +142,7 @@ def eager_ref(ckpt):
     model = transformers.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16).eval()
 
     def ref(prompt: str, n: int = NEW):
-        ids = tok(prompt, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            out = model.generate(ids, max_new_tokens=n, do_sample=False, output_scores=True,
-                                 return_dict_in_generate=True)
-        gen = out.sequences[0, ids.shape[1]:].tolist()
-        margins = [float(s[0].float().topk(2).values.diff().abs()) for s in out.scores]
-        return gen, margins
+        return greedy_with_margins(model, tok, prompt, n)
 
     return tok, ref
 
@@ -249,12 +253,7 @@ def test_qwen3_gguf_serves(ckpt, tmp_path):
     finally:
         running.stop()
     for text, p in zip(alone, prompts):
-        ids = tok(p, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            out = ours.generate(ids, max_new_tokens=NEW, do_sample=False, output_scores=True,
-                                return_dict_in_generate=True)
-        gen = out.sequences[0, ids.shape[1]:].tolist()
-        margins = [float(s[0].float().topk(2).values.diff().abs()) for s in out.scores]
+        gen, margins = greedy_with_margins(ours, tok, p, NEW)
         decisive = next((i for i, m in enumerate(margins) if m <= TIE_MARGIN), len(gen))
         assert text.startswith(tok.decode(gen[:decisive])), (p, text, tok.decode(gen), margins)
 

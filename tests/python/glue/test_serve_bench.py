@@ -12,12 +12,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module")
-def sb():
-    spec = importlib.util.spec_from_file_location("serve_bench", REPO / "bench" / "serve_bench.py")
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def sb():
+    return _load("serve_bench")
 
 
 def _thread(insns, vec, vsetvl, vbeats):
@@ -153,10 +157,7 @@ def test_report_names_the_format_and_ggml_variant(sb):
 # ----------------------------------------------------------------------------- --workload mixed
 @pytest.fixture(scope="module")
 def tl():
-    spec = importlib.util.spec_from_file_location("serve_timeline", REPO / "bench" / "serve_timeline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load("serve_timeline")
 
 
 def test_step_features(tl):
