@@ -651,6 +651,14 @@ def step_records(plugin: dict, log: list[dict]) -> list[dict]:
     return out
 
 
+def _mixed_meta(spec: dict, fmt: str, mix: dict, role: str, env10: dict) -> dict:
+    """What a --workload mixed raw result records of its setup (role: timeline or fit)."""
+    return {"role": role, "config": spec["config"], "config_name": spec["config_name"], "format": fmt,
+            "gguf": {k: v for k, v in spec["ggufs"][fmt].items() if k != "path"},
+            "model_config": spec["model_config"], "mixed": mix, "source": _rev(),
+            "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name, "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name}
+
+
 def run_mixed(args, log) -> None:
     """--workload mixed: every server in args.servers at every depth in args.layers; raw
     results in OUT/raw/SERVER-tTHREADS-LDEPTH.json."""
@@ -675,10 +683,7 @@ def run_mixed(args, log) -> None:
         if args.mixed_new:
             mix = dict(mix, new=tuple(int(x) for x in args.mixed_new.split(":")))
         reqs = mixed_requests(spec["model_config"]["vocab_size"], args.levels, mix)
-        meta = {"role": role, "config": spec["config"], "config_name": spec["config_name"], "format": args.format,
-                "gguf": {k: v for k, v in spec["ggufs"][args.format].items() if k != "path"},
-                "model_config": spec["model_config"], "mixed": mix, "source": _rev(),
-                "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name, "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name}
+        meta = _mixed_meta(spec, args.format, mix, role, env10)
         for kind, threads in _server_specs(args.servers, args.threads):
             name = f"{kind}-t{threads}-L{L}"
             if (raw / f"{name}.json").exists() and not args.again:
@@ -739,11 +744,7 @@ def collect_mixed(args, log) -> None:
             lv["requests"] += 1
         else:
             lv["tokens"] += sum(1 for b in x["batch"] if b[3])
-    entry = {"role": "fit" if args.fit else "timeline", "config": spec["config"], "config_name": spec["config_name"],
-             "format": args.format, "gguf": {k: v for k, v in spec["ggufs"][args.format].items() if k != "path"},
-             "model_config": spec["model_config"], "mixed": mix, "source": _rev(),
-             "qemu": Path(env10["RVV_BENCH_QEMU10"]).parent.name, "plugin": Path(env10["RVV_BENCH_PLUGIN10"]).name,
-             "kind": kind, "threads": threads, "layers": L, "command": args.command, "argv": r.guest_argv(),
+    entry = {**_mixed_meta(spec, args.format, mix, "fit" if args.fit else "timeline", env10), "kind": kind, "threads": threads, "layers": L, "command": args.command, "argv": r.guest_argv(),
              "collected": f"server stopped early; levels {', '.join(levels)} finished and enter the timeline, every "
                           f"counted step ({len(steps)}) feeds the fit",
              "levels_raw": levels_raw, "emulated_load_s": None, "emulated_total_s": None, "exit": None,
