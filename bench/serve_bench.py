@@ -777,7 +777,7 @@ def mixed_summary(out: Path, target: int) -> dict:
     raws = [json.loads(f.read_text()) for f in sorted((out / "raw").glob("*-t*-L*.json"))]
     if not raws:
         raise ValueError(f"no --workload mixed results in {out / 'raw'}")
-    bw, clock = policy.K1_DRAM_ACHIEVED_BYTES_PER_S, policy.K1_CLOCK_HZ
+    bw = policy.K1_DRAM_ACHIEVED_BYTES_PER_S
     servers: dict = {}
     for r in raws:
         servers.setdefault((r["kind"], r["threads"]), {})[r["layers"]] = r
@@ -795,7 +795,7 @@ def mixed_summary(out: Path, target: int) -> dict:
                 d = by_depth[L]
                 timeline_role = d.get("role", "timeline") == "timeline"
                 for depth in sorted({L, target} if len(depths) > 1 and timeline_role else {L}):
-                    times = tl.step_times(d["steps"], fits if len(depths) > 1 else None, depth, L, bw, clock)
+                    times = tl.step_times(d["steps"], fits if len(depths) > 1 else None, depth, L, bw)
                     lv = tl.timeline(d["step_log"], {s["step"]: t for s, t in zip(d["steps"], times)})
                     entry["levels"][f"L{L}->{depth}"] = lv
             entry["ready"] = {L: by_depth[L].get("ready", {}) for L in depths}

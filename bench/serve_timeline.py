@@ -90,8 +90,7 @@ def _pct(sorted_vals: list[float], p: float) -> float:
     return sorted_vals[k - 1]
 
 
-def step_times(steps: list[dict], fits: dict | None, depth: int, counted_depth: int, bandwidth: float,
-               clock_hz: float) -> list[float]:
+def step_times(steps: list[dict], fits: dict | None, depth: int, counted_depth: int, bandwidth: float) -> list[float]:
     """Estimated seconds of each step at ``depth`` layers (its counters at ``counted_depth``
     plus the per-layer fit for the layers in between)."""
     out = []

@@ -194,9 +194,9 @@ def test_step_times_add_layers_from_the_two_fits(tl):
     fits = {1: mk(1.0, 0.1, 100), 2: mk(1.5, 0.3, 160)}
     step = {"compute_s": 2.0, "dram_bytes": 150.0, "features": {"one": 1, "tokens": 5, "seqs": 1, "attn_pairs": 0}}
     # at depth 4 from a step counted at 2: compute 2 + 2 * (0.5 + 1.0) = 5; DRAM 150 + 2 * 60 = 270 B
-    assert tl.step_times([step], fits, 4, 2, bandwidth=100.0, clock_hz=1.0) == [pytest.approx(5.0)]
-    assert tl.step_times([step], fits, 4, 2, bandwidth=10.0, clock_hz=1.0) == [pytest.approx(27.0)]
-    assert tl.step_times([step], None, 2, 2, bandwidth=100.0, clock_hz=1.0) == [pytest.approx(2.0)]
+    assert tl.step_times([step], fits, 4, 2, bandwidth=100.0) == [pytest.approx(5.0)]
+    assert tl.step_times([step], fits, 4, 2, bandwidth=10.0) == [pytest.approx(27.0)]
+    assert tl.step_times([step], None, 2, 2, bandwidth=100.0) == [pytest.approx(2.0)]
 
 
 def test_timeline_latencies(tl):
